@@ -1,0 +1,37 @@
+# taskcost developer entry points. Everything installs into ./.venv from the repo's own files.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DB ?= taskcost.duckdb
+PORT ?= 4318
+
+.PHONY: install run test lint unit bench clean
+
+$(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -c constraints.txt -e ./sdk -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## The main job: the collector (OTLP/HTTP on :4318, SQL API, dashboards) on the embedded DuckDB file.
+run: $(STAMP)
+	$(BIN)/taskcost serve --db $(DB) --port $(PORT)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+## The README's test command: set up, lint, then the whole suite.
+test: lint unit
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

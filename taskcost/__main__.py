@@ -1,0 +1,3 @@
+from taskcost.cli import main
+
+main()

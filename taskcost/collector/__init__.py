@@ -1,0 +1,6 @@
+"""The collector: OTLP intake, the query API, the app factory."""
+
+from taskcost.collector._app import create_app
+from taskcost.collector._errors import error_body
+
+__all__ = ["create_app", "error_body"]

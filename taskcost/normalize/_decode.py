@@ -1,0 +1,78 @@
+"""Decoding OTLP/HTTP bodies (binary protobuf and the OTLP JSON mapping) into one message type."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError as _PbDecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+__all__ = ["DecodeError", "decode_json", "decode_protobuf"]
+
+# Fields that OTLP/JSON encodes as hex where the protobuf JSON mapping expects base64.
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+
+
+class DecodeError(ValueError):
+    """The body is not a valid ExportTraceServiceRequest."""
+
+
+def decode_protobuf(body: bytes) -> ExportTraceServiceRequest:
+    msg = ExportTraceServiceRequest()
+    try:
+        msg.ParseFromString(body)
+    except (_PbDecodeError, RuntimeError, ValueError) as exc:
+        raise DecodeError(f"body is not a valid protobuf ExportTraceServiceRequest: {exc}") from None
+    return msg
+
+
+def _hex_to_b64(value: Any, where: str) -> Any:
+    if not isinstance(value, str):
+        raise DecodeError(f"{where} must be a hex string, got {type(value).__name__}")
+    if value == "":
+        return ""
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        raise DecodeError(f"{where} is not hex: {value[:40]!r}") from None
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _fix_ids(spans: list[Any], where: str) -> None:
+    for i, span in enumerate(spans):
+        if not isinstance(span, dict):
+            raise DecodeError(f"{where}[{i}] must be an object")
+        for key in _ID_FIELDS:
+            if key in span:
+                span[key] = _hex_to_b64(span[key], f"{where}[{i}].{key}")
+        for j, link in enumerate(span.get("links") or []):
+            if isinstance(link, dict):
+                for key in _ID_FIELDS:
+                    if key in link:
+                        link[key] = _hex_to_b64(link[key], f"{where}[{i}].links[{j}].{key}")
+
+
+def decode_json(body: bytes) -> ExportTraceServiceRequest:
+    """Decode the OTLP JSON mapping: hex ids, integer enums, int64 as strings or numbers."""
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DecodeError(f"body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise DecodeError("body must be a JSON object (ExportTraceServiceRequest)")
+    for r, rs in enumerate(doc.get("resourceSpans") or doc.get("resource_spans") or []):
+        if not isinstance(rs, dict):
+            raise DecodeError(f"resourceSpans[{r}] must be an object")
+        for s, ss in enumerate(rs.get("scopeSpans") or rs.get("scope_spans") or []):
+            if not isinstance(ss, dict):
+                raise DecodeError(f"resourceSpans[{r}].scopeSpans[{s}] must be an object")
+            _fix_ids(ss.get("spans") or [], f"resourceSpans[{r}].scopeSpans[{s}].spans")
+    msg = ExportTraceServiceRequest()
+    try:
+        json_format.ParseDict(doc, msg, ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError, ValueError) as exc:
+        raise DecodeError(f"JSON is not an OTLP ExportTraceServiceRequest: {exc}") from None
+    return msg

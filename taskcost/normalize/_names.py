@@ -1,0 +1,48 @@
+"""Attribute names the collector reads. The contract is docs/attributes.md."""
+
+# OpenTelemetry GenAI (v1.41.0) and general names
+OPERATION = "gen_ai.operation.name"
+PROVIDER = "gen_ai.provider.name"
+PROVIDER_LEGACY = "gen_ai.system"
+REQUEST_MODEL = "gen_ai.request.model"
+RESPONSE_MODEL = "gen_ai.response.model"
+RESPONSE_ID = "gen_ai.response.id"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+CACHE_WRITE_TOKENS = "gen_ai.usage.cache_write.input_tokens"
+CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+TTFT = "gen_ai.response.time_to_first_chunk"
+CONVERSATION_ID = "gen_ai.conversation.id"
+AGENT_NAME = "gen_ai.agent.name"
+AGENT_VERSION = "gen_ai.agent.version"
+TOOL_NAME = "gen_ai.tool.name"
+ERROR_TYPE = "error.type"
+SERVER_ADDRESS = "server.address"
+SERVICE_NAME = "service.name"
+IMAGE_NAME = "container.image.name"
+IMAGE_TAGS = "container.image.tags"
+K8S_CLUSTER = "k8s.cluster.name"
+CLOUD_REGION = "cloud.region"
+
+# taskcost's own names, for what OpenTelemetry lacks
+TASK_ID = "taskcost.task.id"
+TASK_KIND = "taskcost.task.kind"
+TASK_OUTCOME = "taskcost.task.outcome"
+HARNESS_VERSION = "taskcost.harness.version"
+CALL_ID = "taskcost.call.id"
+CALL_ATTEMPT = "taskcost.call.attempt"
+ENGINE = "taskcost.engine.name"
+ENGINE_VERSION = "taskcost.engine.version"
+QUANTIZATION = "taskcost.quantization"
+GPU_TYPE = "taskcost.gpu.type"
+GPU_COUNT = "taskcost.gpu.count"
+CLUSTER_ID = "taskcost.cluster.id"
+DEPLOYMENT = "taskcost.deployment"
+TOOL_COST = "taskcost.tool.cost_usd"
+
+LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
+TOOL_OPERATION = "execute_tool"
+OUTCOMES = frozenset({"completed", "failed", "abandoned"})
+DEPLOYMENTS = frozenset({"api", "self_hosted"})

@@ -1,0 +1,66 @@
+"""The one configuration registry.
+
+Precedence, highest first: explicit argument > environment variable ``TASKCOST_<NAME>`` >
+config file (``taskcost.toml`` in the working directory, or the file ``TASKCOST_CONFIG`` names) >
+default. Every field here must be documented in ``docs/configuration.md`` (a test enforces it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+__all__ = ["Settings", "load_settings", "DEFAULT_CONFIG_FILE"]
+
+DEFAULT_CONFIG_FILE = "taskcost.toml"
+MiB = 1024 * 1024
+
+
+class Settings(BaseSettings):
+    """taskcost's settings. See docs/configuration.md for each one."""
+
+    model_config = SettingsConfigDict(env_prefix="TASKCOST_", extra="forbid", validate_default=True)
+
+    db: Path = Field(Path("taskcost.duckdb"), description="The DuckDB file that holds everything.")
+    host: str = Field("127.0.0.1", description="Address the server binds to.")
+    port: int = Field(4318, ge=1, le=65535, description="Port of OTLP/HTTP, the query API and dashboards.")
+    max_body_bytes: int = Field(
+        64 * MiB, ge=1024, description="Largest accepted request body, after decompression (413 above)."
+    )
+    sql_timeout_s: float = Field(10.0, gt=0, description="A user SQL query is interrupted after this.")
+    sql_max_rows: int = Field(10_000, ge=1, description="Rows returned by one SQL query at most.")
+    writer_max_batch_spans: int = Field(
+        20_000, ge=1, description="Spans the single writer commits in one transaction at most."
+    )
+    url: str | None = Field(
+        None, description="Base URL of a running server for `taskcost sql`/`tasks` (else found by --db)."
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        config_file = os.environ.get("TASKCOST_CONFIG", DEFAULT_CONFIG_FILE)
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=config_file))
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings with the documented precedence; ``None`` overrides mean "not given"."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if "TASKCOST_CONFIG" in os.environ and not Path(os.environ["TASKCOST_CONFIG"]).is_file():
+        raise ValueError(f"TASKCOST_CONFIG names {os.environ['TASKCOST_CONFIG']!r}, which is not a file")
+    return Settings(**given)

@@ -1,0 +1,48 @@
+"""The storage interface every backend implements (DuckDB today; a distributed one later)."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from taskcost.store._rows import PreparedBatch
+
+__all__ = ["QueryError", "QueryResult", "Store", "StoreLockedError", "StoreUnavailableError"]
+
+
+class StoreUnavailableError(RuntimeError):
+    """The store cannot be opened or used."""
+
+
+class StoreLockedError(StoreUnavailableError):
+    """Another process owns the database file."""
+
+
+class QueryError(ValueError):
+    """A user query was refused or failed; the message says why."""
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    types: list[str]
+    rows: list[tuple[Any, ...]]
+    truncated: bool = False
+    elapsed_s: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
+
+
+class Store(Protocol):
+    """What the collector, analytics and CLI may ask of storage."""
+
+    def submit(self, batch: PreparedBatch) -> Future[None]: ...
+
+    def query(
+        self, sql: str, params: list[Any] | None = None, *, max_rows: int = ..., timeout_s: float = ...
+    ) -> QueryResult: ...
+
+    def close(self) -> None: ...

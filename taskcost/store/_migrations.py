@@ -1,0 +1,244 @@
+"""Schema migrations: small, named, ordered, each applied once in its own transaction and recorded.
+
+Never edit a migration that has shipped; add a new one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["MIGRATIONS", "Migration", "apply_migrations", "pending_migrations"]
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str
+    sql: str
+
+
+_RAW_SPANS = """
+CREATE TABLE spans (
+    trace_id VARCHAR NOT NULL,
+    span_id VARCHAR NOT NULL,
+    parent_span_id VARCHAR,
+    name VARCHAR NOT NULL,
+    kind TINYINT NOT NULL,
+    start_ns BIGINT NOT NULL,
+    end_ns BIGINT NOT NULL,
+    status_code TINYINT NOT NULL,
+    status_message VARCHAR,
+    service_name VARCHAR,
+    scope_name VARCHAR,
+    scope_version VARCHAR,
+    attributes JSON NOT NULL,
+    resource_attributes JSON NOT NULL,
+    events JSON NOT NULL,
+    received_ns BIGINT NOT NULL
+);
+"""
+
+_TYPED = """
+CREATE TABLE llm_call_rows (
+    trace_id VARCHAR NOT NULL,
+    span_id VARCHAR NOT NULL,
+    task_id VARCHAR NOT NULL,
+    call_id VARCHAR NOT NULL,
+    attempt INTEGER NOT NULL,
+    start_ns BIGINT NOT NULL,
+    end_ns BIGINT NOT NULL,
+    operation VARCHAR,
+    provider VARCHAR,
+    request_model VARCHAR,
+    response_model VARCHAR,
+    response_id VARCHAR,
+    input_tokens BIGINT,
+    output_tokens BIGINT,
+    cache_read_tokens BIGINT,
+    cache_write_tokens BIGINT,
+    reasoning_tokens BIGINT,
+    ttft_s DOUBLE,
+    status VARCHAR NOT NULL,
+    error_type VARCHAR,
+    server_address VARCHAR,
+    service_name VARCHAR,
+    conversation_id VARCHAR,
+    agent_name VARCHAR,
+    agent_version VARCHAR,
+    harness_version VARCHAR,
+    engine VARCHAR,
+    engine_version VARCHAR,
+    quantization VARCHAR,
+    gpu_type VARCHAR,
+    gpu_count INTEGER,
+    cluster_id VARCHAR,
+    deployment VARCHAR,
+    container_image_name VARCHAR,
+    container_image_tags VARCHAR[],
+    k8s_cluster_name VARCHAR,
+    cloud_region VARCHAR,
+    cost_usd DECIMAL(38, 12),
+    input_cost_usd DECIMAL(38, 12),
+    output_cost_usd DECIMAL(38, 12),
+    price_source VARCHAR,
+    priced_provider VARCHAR,
+    priced_model VARCHAR,
+    unpriced_reason VARCHAR,
+    received_ns BIGINT NOT NULL
+);
+
+CREATE TABLE tool_call_rows (
+    trace_id VARCHAR NOT NULL,
+    span_id VARCHAR NOT NULL,
+    task_id VARCHAR NOT NULL,
+    tool_name VARCHAR,
+    start_ns BIGINT NOT NULL,
+    end_ns BIGINT NOT NULL,
+    status VARCHAR NOT NULL,
+    error_type VARCHAR,
+    cost_usd DECIMAL(38, 12),
+    service_name VARCHAR,
+    received_ns BIGINT NOT NULL
+);
+
+CREATE TABLE task_rows (
+    trace_id VARCHAR NOT NULL,
+    span_id VARCHAR NOT NULL,
+    task_id VARCHAR NOT NULL,
+    kind VARCHAR,
+    outcome VARCHAR NOT NULL,
+    start_ns BIGINT NOT NULL,
+    end_ns BIGINT NOT NULL,
+    status VARCHAR NOT NULL,
+    error_type VARCHAR,
+    harness_version VARCHAR,
+    agent_name VARCHAR,
+    agent_version VARCHAR,
+    conversation_id VARCHAR,
+    service_name VARCHAR,
+    received_ns BIGINT NOT NULL
+);
+"""
+
+_TS = "make_timestamp({col} // 1000)"
+
+_VIEWS = f"""
+CREATE OR REPLACE VIEW llm_calls AS
+SELECT
+    task_id, call_id, attempt, trace_id, span_id,
+    {_TS.format(col="start_ns")} AS start_time,
+    {_TS.format(col="end_ns")} AS end_time,
+    (end_ns - start_ns) / 1e9 AS duration_s,
+    operation, provider,
+    coalesce(response_model, request_model) AS model,
+    request_model, response_model, response_id,
+    input_tokens, cache_read_tokens, cache_write_tokens,
+    input_tokens - coalesce(cache_read_tokens, 0) - coalesce(cache_write_tokens, 0) AS uncached_input_tokens,
+    output_tokens, reasoning_tokens, ttft_s,
+    status, error_type,
+    cost_usd, input_cost_usd, output_cost_usd, price_source, priced_provider, priced_model, unpriced_reason,
+    server_address, service_name, conversation_id, agent_name, agent_version, harness_version,
+    engine, engine_version, quantization, gpu_type, gpu_count, cluster_id, deployment,
+    container_image_name, container_image_tags, k8s_cluster_name, cloud_region
+FROM llm_call_rows;
+
+CREATE OR REPLACE VIEW tool_calls AS
+SELECT
+    task_id, tool_name, trace_id, span_id,
+    {_TS.format(col="start_ns")} AS start_time,
+    {_TS.format(col="end_ns")} AS end_time,
+    (end_ns - start_ns) / 1e9 AS duration_s,
+    status, error_type, cost_usd, service_name
+FROM tool_call_rows;
+
+CREATE OR REPLACE VIEW tasks AS
+WITH t AS (
+    SELECT task_id,
+        any_value(kind) AS kind,
+        arg_max(outcome, end_ns) AS outcome,
+        min(start_ns) AS start_ns, max(end_ns) AS end_ns,
+        any_value(harness_version) AS harness_version,
+        any_value(agent_name) AS agent_name,
+        any_value(agent_version) AS agent_version,
+        any_value(conversation_id) AS conversation_id,
+        any_value(service_name) AS service_name
+    FROM task_rows GROUP BY task_id
+), c AS (
+    SELECT task_id,
+        count(DISTINCT call_id) AS llm_calls,
+        count(*) AS attempts,
+        count(*) FILTER (WHERE status = 'error') AS failed_attempts,
+        sum(input_tokens)::BIGINT AS input_tokens,
+        sum(cache_read_tokens)::BIGINT AS cache_read_tokens,
+        sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
+        sum(output_tokens)::BIGINT AS output_tokens,
+        sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
+        sum(cost_usd) AS llm_cost_usd,
+        count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_calls,
+        min(start_ns) AS c_start_ns, max(end_ns) AS c_end_ns
+    FROM llm_call_rows GROUP BY task_id
+), tl AS (
+    SELECT task_id, count(*) AS tool_calls, sum(cost_usd) AS tool_cost_usd
+    FROM tool_call_rows GROUP BY task_id
+)
+SELECT
+    task_id, t.kind, t.outcome,
+    {_TS.format(col="coalesce(t.start_ns, c.c_start_ns)")} AS start_time,
+    {_TS.format(col="coalesce(t.end_ns, c.c_end_ns)")} AS end_time,
+    (coalesce(t.end_ns, c.c_end_ns) - coalesce(t.start_ns, c.c_start_ns)) / 1e9 AS duration_s,
+    coalesce(c.llm_calls, 0) AS llm_calls,
+    coalesce(c.attempts, 0) AS attempts,
+    coalesce(c.attempts, 0) - coalesce(c.llm_calls, 0) AS retries,
+    coalesce(c.failed_attempts, 0) AS failed_attempts,
+    coalesce(tl.tool_calls, 0) AS tool_calls,
+    c.input_tokens, c.cache_read_tokens, c.cache_write_tokens, c.output_tokens, c.reasoning_tokens,
+    c.llm_cost_usd, tl.tool_cost_usd,
+    CASE WHEN c.llm_cost_usd IS NULL AND tl.tool_cost_usd IS NULL THEN NULL
+         ELSE coalesce(c.llm_cost_usd, 0) + coalesce(tl.tool_cost_usd, 0) END AS cost_usd,
+    coalesce(c.unpriced_calls, 0) AS unpriced_calls,
+    t.harness_version, t.agent_name, t.agent_version, t.conversation_id, t.service_name
+FROM t FULL OUTER JOIN c USING (task_id) FULL OUTER JOIN tl USING (task_id);
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("0001_raw_spans", _RAW_SPANS),
+    Migration("0002_typed_call_tool_task_rows", _TYPED),
+    Migration("0003_views_llm_calls_tool_calls_tasks", _VIEWS),
+)
+
+_LEDGER = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    name VARCHAR PRIMARY KEY,
+    applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+)
+"""
+
+
+def pending_migrations(con: Any) -> list[Migration]:
+    have = {
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_name = 'schema_migrations'"
+        ).fetchall()
+    }
+    if not have:
+        return list(MIGRATIONS)
+    applied = {r[0] for r in con.execute("SELECT name FROM schema_migrations").fetchall()}
+    return [m for m in MIGRATIONS if m.name not in applied]
+
+
+def apply_migrations(con: Any) -> list[str]:
+    """Apply what is pending, each in its own transaction; returns the names applied."""
+    con.execute(_LEDGER)
+    done = []
+    for m in pending_migrations(con):
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(m.sql)
+            con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [m.name])
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        done.append(m.name)
+    return done
