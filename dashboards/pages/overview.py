@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import dash
-from dash import Dash, Input, Output, dash_table, dcc, html
+from dash import Dash, Input, Output, dcc, html
 
 from taskcost.analytics import task_summary
 
@@ -23,7 +23,7 @@ def register(app: Dash, store: Any) -> None:
                 html.H2("Tasks"),
                 dcc.Interval(id="overview-tick", interval=10_000),
                 html.Div(id="overview-headline"),
-                dash_table.DataTable(id="overview-table"),
+                html.Table(id="overview-table"),
             ]
         )
 
@@ -31,17 +31,18 @@ def register(app: Dash, store: Any) -> None:
 
     @app.callback(
         Output("overview-headline", "children"),
-        Output("overview-table", "data"),
+        Output("overview-table", "children"),
         Input("overview-tick", "n_intervals"),
     )
-    def refresh(_n: int | None) -> tuple[str, list[dict[str, Any]]]:
+    def refresh(_n: int | None) -> tuple[str, list[html.Tr]]:
         s = task_summary(store)
         headline = (
             f"{s.tasks} tasks, {s.completed} completed; "
             f"cost per completed task {_money(s.cost_per_completed_task_usd)}"
         )
+        head = html.Tr([html.Th(h) for h in ("outcome", "tasks", "attempts", "cost")])
         rows = [
-            {"outcome": r.outcome, "tasks": r.tasks, "attempts": r.attempts, "cost": _money(r.cost_usd)}
+            html.Tr([html.Td(r.outcome), html.Td(r.tasks), html.Td(r.attempts), html.Td(_money(r.cost_usd))])
             for r in s.by_outcome
         ]
-        return headline, rows
+        return headline, [head, *rows]

@@ -7,7 +7,7 @@ import io
 import json
 import logging
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,7 +40,7 @@ UrlOption = Annotated[
 ]
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     table = "table"
     csv = "csv"
     json = "json"

@@ -9,7 +9,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from taskcost.normalize import _names as N
@@ -149,7 +149,6 @@ def any_value(v: AnyValue) -> Any:
 
 
 def attributes_dict(kvs: Any) -> dict[str, Any]:
-    kv: KeyValue
     return {kv.key: any_value(kv.value) for kv in kvs}
 
 
@@ -166,14 +165,14 @@ class _Attrs:
         value = self.span.get(key)
         return self.resource.get(key) if value is None else value
 
-    def str(self, *keys: str) -> str | None:
+    def text(self, *keys: str) -> str | None:
         for key in keys:
             value = self.get(key)
             if value is not None and value != "":
                 return value if isinstance(value, str) else str(value)
         return None
 
-    def int(self, *keys: str, warn: NormalizedBatch | None = None) -> int | None:
+    def integer(self, *keys: str, warn: NormalizedBatch | None = None) -> int | None:
         for key in keys:
             value = _to_int(self.get(key))
             if value is not None:
@@ -183,7 +182,7 @@ class _Attrs:
                     warn.messages.append(f"ignored out-of-range {key}={value}")
         return None
 
-    def float(self, key: str) -> float | None:
+    def number(self, key: str) -> float | None:
         value = self.get(key)
         if isinstance(value, bool) or value is None:
             return None
@@ -193,7 +192,7 @@ class _Attrs:
             return None
         return f if math.isfinite(f) and f >= 0 else None
 
-    def str_list(self, key: str) -> list[str] | None:
+    def text_list(self, key: str) -> list[str] | None:
         value = self.get(key)
         if value is None:
             return None
@@ -217,7 +216,7 @@ def _to_int(value: Any) -> int | None:
     return None
 
 
-def _role(attrs: _Attrs, span_attrs: dict[str, Any]) -> str | None:
+def _role(span_attrs: dict[str, Any]) -> str | None:
     if N.TASK_KIND in span_attrs:
         return "task"
     op = span_attrs.get(N.OPERATION)
@@ -228,10 +227,6 @@ def _role(attrs: _Attrs, span_attrs: dict[str, Any]) -> str | None:
     ):
         return "llm"
     return None
-
-
-def _status(span: Span) -> tuple[str, str | None]:
-    return ("error", None) if span.status.code == _ERROR else ("ok", None)
 
 
 def _decimal(value: Any) -> Decimal | None:
@@ -298,12 +293,12 @@ def _one_span(
         )
     )
     a = _Attrs(span_attrs, resource)
-    role = _role(a, span_attrs)
+    role = _role(span_attrs)
     if role is None:
         return
-    task_id = a.str(N.TASK_ID) or f"trace:{trace_id}"
+    task_id = a.text(N.TASK_ID) or f"trace:{trace_id}"
     status = "error" if span.status.code == _ERROR else "ok"
-    error_type = a.str(N.ERROR_TYPE) if status == "error" or N.ERROR_TYPE in span_attrs else None
+    error_type = a.text(N.ERROR_TYPE) if status == "error" or N.ERROR_TYPE in span_attrs else None
     if error_type is not None:
         status = "error"
     if role == "llm":
@@ -314,7 +309,7 @@ def _one_span(
                 trace_id=trace_id,
                 span_id=span_id,
                 task_id=task_id,
-                tool_name=a.str(N.TOOL_NAME),
+                tool_name=a.text(N.TOOL_NAME),
                 start_ns=span.start_time_unix_nano,
                 end_ns=span.end_time_unix_nano,
                 status=status,
@@ -324,7 +319,7 @@ def _one_span(
             )
         )
     else:
-        outcome = a.str(N.TASK_OUTCOME)
+        outcome = a.text(N.TASK_OUTCOME)
         if outcome not in N.OUTCOMES:
             outcome = "failed" if status == "error" else "completed"
         out.tasks.append(
@@ -332,16 +327,16 @@ def _one_span(
                 trace_id=trace_id,
                 span_id=span_id,
                 task_id=task_id,
-                kind=a.str(N.TASK_KIND),
+                kind=a.text(N.TASK_KIND),
                 outcome=outcome,
                 start_ns=span.start_time_unix_nano,
                 end_ns=span.end_time_unix_nano,
                 status=status,
                 error_type=error_type,
-                harness_version=a.str(N.HARNESS_VERSION),
-                agent_name=a.str(N.AGENT_NAME),
-                agent_version=a.str(N.AGENT_VERSION),
-                conversation_id=a.str(N.CONVERSATION_ID),
+                harness_version=a.text(N.HARNESS_VERSION),
+                agent_name=a.text(N.AGENT_NAME),
+                agent_version=a.text(N.AGENT_VERSION),
+                conversation_id=a.text(N.CONVERSATION_ID),
                 service_name=service,
             )
         )
@@ -358,45 +353,45 @@ def _llm_call(
     error_type: str | None,
     service: str | None,
 ) -> LLMCallRecord:
-    attempt = a.int(N.CALL_ATTEMPT)
-    deployment = a.str(N.DEPLOYMENT)
-    gpu_count = a.int(N.GPU_COUNT)
+    attempt = a.integer(N.CALL_ATTEMPT)
+    deployment = a.text(N.DEPLOYMENT)
+    gpu_count = a.integer(N.GPU_COUNT)
     return LLMCallRecord(
         trace_id=trace_id,
         span_id=span_id,
         task_id=task_id,
-        call_id=a.str(N.CALL_ID) or span_id,
+        call_id=a.text(N.CALL_ID) or span_id,
         attempt=attempt if attempt and attempt >= 1 else 1,
         start_ns=span.start_time_unix_nano,
         end_ns=span.end_time_unix_nano,
-        operation=a.str(N.OPERATION) or "chat",
-        provider=a.str(N.PROVIDER, N.PROVIDER_LEGACY),
-        request_model=a.str(N.REQUEST_MODEL),
-        response_model=a.str(N.RESPONSE_MODEL),
-        response_id=a.str(N.RESPONSE_ID),
-        input_tokens=a.int(N.INPUT_TOKENS, warn=out),
-        output_tokens=a.int(N.OUTPUT_TOKENS, warn=out),
-        cache_read_tokens=a.int(N.CACHE_READ_TOKENS, warn=out),
-        cache_write_tokens=a.int(N.CACHE_WRITE_TOKENS, N.CACHE_CREATION_TOKENS, warn=out),
-        reasoning_tokens=a.int(N.REASONING_TOKENS, warn=out),
-        ttft_s=a.float(N.TTFT),
+        operation=a.text(N.OPERATION) or "chat",
+        provider=a.text(N.PROVIDER, N.PROVIDER_LEGACY),
+        request_model=a.text(N.REQUEST_MODEL),
+        response_model=a.text(N.RESPONSE_MODEL),
+        response_id=a.text(N.RESPONSE_ID),
+        input_tokens=a.integer(N.INPUT_TOKENS, warn=out),
+        output_tokens=a.integer(N.OUTPUT_TOKENS, warn=out),
+        cache_read_tokens=a.integer(N.CACHE_READ_TOKENS, warn=out),
+        cache_write_tokens=a.integer(N.CACHE_WRITE_TOKENS, N.CACHE_CREATION_TOKENS, warn=out),
+        reasoning_tokens=a.integer(N.REASONING_TOKENS, warn=out),
+        ttft_s=a.number(N.TTFT),
         status=status,
         error_type=error_type,
-        server_address=a.str(N.SERVER_ADDRESS),
+        server_address=a.text(N.SERVER_ADDRESS),
         service_name=service,
-        conversation_id=a.str(N.CONVERSATION_ID),
-        agent_name=a.str(N.AGENT_NAME),
-        agent_version=a.str(N.AGENT_VERSION),
-        harness_version=a.str(N.HARNESS_VERSION),
-        engine=a.str(N.ENGINE),
-        engine_version=a.str(N.ENGINE_VERSION),
-        quantization=a.str(N.QUANTIZATION),
-        gpu_type=a.str(N.GPU_TYPE),
+        conversation_id=a.text(N.CONVERSATION_ID),
+        agent_name=a.text(N.AGENT_NAME),
+        agent_version=a.text(N.AGENT_VERSION),
+        harness_version=a.text(N.HARNESS_VERSION),
+        engine=a.text(N.ENGINE),
+        engine_version=a.text(N.ENGINE_VERSION),
+        quantization=a.text(N.QUANTIZATION),
+        gpu_type=a.text(N.GPU_TYPE),
         gpu_count=gpu_count if gpu_count and gpu_count <= 100_000 else None,
-        cluster_id=a.str(N.CLUSTER_ID),
+        cluster_id=a.text(N.CLUSTER_ID),
         deployment=deployment if deployment in N.DEPLOYMENTS else None,
-        container_image_name=a.str(N.IMAGE_NAME),
-        container_image_tags=a.str_list(N.IMAGE_TAGS),
-        k8s_cluster_name=a.str(N.K8S_CLUSTER),
-        cloud_region=a.str(N.CLOUD_REGION),
+        container_image_name=a.text(N.IMAGE_NAME),
+        container_image_tags=a.text_list(N.IMAGE_TAGS),
+        k8s_cluster_name=a.text(N.K8S_CLUSTER),
+        cloud_region=a.text(N.CLOUD_REGION),
     )

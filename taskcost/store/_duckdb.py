@@ -3,6 +3,7 @@ user SQL runs on cursors of the same database, sandboxed."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -154,10 +155,8 @@ class DuckDBStore:
             cur.execute("COMMIT")
         except Exception as exc:
             log.exception("write of %d batch(es) failed; nothing of them was committed", len(jobs))
-            try:
+            with contextlib.suppress(duckdb.Error):
                 cur.execute("ROLLBACK")
-            except duckdb.Error:
-                pass
             for j in jobs:
                 j.future.set_exception(exc)
             return

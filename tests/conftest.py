@@ -1,0 +1,113 @@
+"""Shared fixtures: real DuckDB files, the real app in-process, and the real server as a process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from taskcost.collector import create_app
+from taskcost.settings import Settings
+from taskcost.store import DuckDBStore
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[DuckDBStore]:
+    st = DuckDBStore.open(tmp_path / "t.duckdb")
+    yield st
+    st.close()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(db=tmp_path / "t.duckdb", max_body_bytes=64 * 1024)
+
+
+@pytest.fixture
+def client(settings: Settings, store: DuckDBStore) -> Iterator[TestClient]:
+    app = create_app(settings, store, dashboards=False)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        yield c
+
+
+@dataclass
+class Server:
+    url: str
+    db: Path
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    for key in list(env):
+        if key.startswith(("TASKCOST_", "OTEL_")):
+            del env[key]
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
+def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "taskcost", *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=120,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"taskcost {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """The real `taskcost serve` on a free loopback port, with its own DuckDB file."""
+    port = free_port()
+    db = tmp_path / "served.duckdb"
+    log = tmp_path / "server.log"
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "taskcost", "serve", "--db", str(db), "--port", str(port)],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=cli_env(),
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited early:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"server did not become healthy:\n{log.read_text()}")
+        time.sleep(0.2)
+    yield Server(url, db, proc, log)
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
