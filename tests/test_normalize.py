@@ -105,9 +105,7 @@ def test_resource_supplies_infra_tags_and_the_span_wins() -> None:
 
 
 def test_task_outcome_from_attribute_or_status() -> None:
-    t = normalize_request(_request({"taskcost.task.kind": "k", "taskcost.task.outcome": "abandoned"})).tasks[
-        0
-    ]
+    t = normalize_request(_request({"taskcost.task.kind": "k", "taskcost.task.outcome": "abandoned"})).tasks[0]
     assert t.outcome == "abandoned"
     t = normalize_request(_request({"taskcost.task.kind": "k"}, error=True)).tasks[0]
     assert t.outcome == "failed"

@@ -46,9 +46,7 @@ def _ingest(tmp_path: Path, name: str, body: bytes, headers: dict[str, str]) -> 
 
 def test_json_and_gzip_protobuf_give_identical_rows(tmp_path: Path) -> None:
     req = sample_request()
-    as_pb_gzip = _ingest(
-        tmp_path, "pb", gzip.compress(req.SerializeToString()), {**PB, "Content-Encoding": "gzip"}
-    )
+    as_pb_gzip = _ingest(tmp_path, "pb", gzip.compress(req.SerializeToString()), {**PB, "Content-Encoding": "gzip"})
     as_json = _ingest(tmp_path, "json", json.dumps(to_otlp_json(req)).encode(), JS)
     as_pb = _ingest(tmp_path, "plain", req.SerializeToString(), PB)
     assert as_pb_gzip == as_json == as_pb
@@ -72,9 +70,7 @@ def test_json_quirks_of_other_sdks_are_accepted(tmp_path: Path) -> None:
                 for kv in span.get("attributes", []):
                     if "intValue" in kv["value"]:
                         kv["value"]["intValue"] = int(kv["value"]["intValue"])
-    rows = _ingest(
-        tmp_path, "quirks", json.dumps(doc).encode(), {"Content-Type": "application/json; charset=utf-8"}
-    )
+    rows = _ingest(tmp_path, "quirks", json.dumps(doc).encode(), {"Content-Type": "application/json; charset=utf-8"})
     plain = _ingest(tmp_path, "plain", req.SerializeToString(), PB)
     assert rows == plain
 
@@ -118,9 +114,7 @@ def test_wrong_content_type_is_415_and_writes_nothing(client: TestClient, store:
     assert _count(store) == 0
 
 
-def test_garbage_is_400_with_a_status_in_the_request_content_type(
-    client: TestClient, store: DuckDBStore
-) -> None:
+def test_garbage_is_400_with_a_status_in_the_request_content_type(client: TestClient, store: DuckDBStore) -> None:
     r = client.post("/v1/traces", content=b"\xff\xff\xff\xffnot protobuf", headers=PB)
     assert r.status_code == 400
     assert r.headers["content-type"] == "application/x-protobuf"
@@ -140,9 +134,7 @@ def test_garbage_is_400_with_a_status_in_the_request_content_type(
     assert _count(store) == 0
 
 
-def test_oversized_body_is_413_and_writes_nothing(
-    client: TestClient, store: DuckDBStore, settings: Settings
-) -> None:
+def test_oversized_body_is_413_and_writes_nothing(client: TestClient, store: DuckDBStore, settings: Settings) -> None:
     limit = settings.max_body_bytes
     r = client.post("/v1/traces", content=b"\x00" * (limit + 1), headers=PB)
     assert r.status_code == 413

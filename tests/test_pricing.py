@@ -15,9 +15,7 @@ M = Decimal(1_000_000)
 
 def test_openai_cached_input_is_priced_at_the_cache_rate() -> None:
     # gpt-4o: $2.50/M input, $1.25/M cached input, $10/M output
-    p = price_call(
-        "openai", "gpt-4o", TokenUsage(input_tokens=10_000, output_tokens=500, cache_read_tokens=6_000), AT
-    )
+    p = price_call("openai", "gpt-4o", TokenUsage(input_tokens=10_000, output_tokens=500, cache_read_tokens=6_000), AT)
     expected = (4_000 * Decimal("2.5") + 6_000 * Decimal("1.25") + 500 * Decimal(10)) / M
     assert p.cost_usd == expected
     assert p.input_cost_usd + p.output_cost_usd == p.cost_usd

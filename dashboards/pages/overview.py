@@ -37,8 +37,7 @@ def register(app: Dash, store: Any) -> None:
     def refresh(_n: int | None) -> tuple[str, list[html.Tr]]:
         s = task_summary(store)
         headline = (
-            f"{s.tasks} tasks, {s.completed} completed; "
-            f"cost per completed task {_money(s.cost_per_completed_task_usd)}"
+            f"{s.tasks} tasks, {s.completed} completed; cost per completed task {_money(s.cost_per_completed_task_usd)}"
         )
         head = html.Tr([html.Th(h) for h in ("outcome", "tasks", "attempts", "cost")])
         rows = [

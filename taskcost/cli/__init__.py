@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import logging
 import sys
+from collections.abc import AsyncIterator
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -62,9 +64,7 @@ def _settings(**given: Any):
 def serve(
     db: DbOption = None,
     port: Annotated[int | None, typer.Option(help="Port [env TASKCOST_PORT; default 4318]")] = None,
-    host: Annotated[
-        str | None, typer.Option(help="Bind address [env TASKCOST_HOST; default 127.0.0.1]")
-    ] = None,
+    host: Annotated[str | None, typer.Option(help="Bind address [env TASKCOST_HOST; default 127.0.0.1]")] = None,
     dashboards: Annotated[bool, typer.Option(help="Serve the dashboards under /dash/")] = True,
 ) -> None:
     """Run the collector: OTLP/HTTP on /v1/traces, the SQL API on /api/sql, dashboards on /dash/."""
@@ -83,8 +83,17 @@ def serve(
     shown_host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
     url = f"http://{shown_host}:{settings.port}"
     info = write_server_info(settings.db, url)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        yield
+        # runs on SIGTERM/SIGINT too, after in-flight requests finished: drain the writer, release the file
+        store.close()
+        info.unlink(missing_ok=True)
+        err.print(f"taskcost stopped; {store.committed_spans} spans committed this run", highlight=False)
+
     try:
-        application = create_app(settings, store, dashboards=dashboards)
+        application = create_app(settings, store, dashboards=dashboards, lifespan=lifespan)
         err.print(
             f"taskcost serving {settings.db} on {url}  (OTLP/HTTP {url}/v1/traces, SQL {url}/api/sql"
             + (f", dashboards {url}/dash/" if dashboards else "")
@@ -93,9 +102,8 @@ def serve(
         )
         uvicorn.run(application, host=settings.host, port=settings.port, log_level="warning")
     finally:
-        store.close()
+        store.close()  # no-op when the lifespan already closed it (e.g. the port was taken)
         info.unlink(missing_ok=True)
-        err.print(f"taskcost stopped; {store.committed_spans} spans committed this run", highlight=False)
 
 
 def _render(res: QueryResult, fmt: Format) -> None:
@@ -133,9 +141,7 @@ def sql(
     try:
         target = open_target(settings.db, settings.url)
         try:
-            res = target.query(
-                query, max_rows=max_rows or settings.sql_max_rows, timeout_s=settings.sql_timeout_s
-            )
+            res = target.query(query, max_rows=max_rows or settings.sql_max_rows, timeout_s=settings.sql_timeout_s)
         finally:
             target.close()
     except (QueryError, StoreUnavailableError) as exc:
@@ -167,9 +173,7 @@ def tasks(db: DbOption = None, url: UrlOption = None) -> None:
     if s.cost_per_completed_task_usd is not None:
         per = f"${s.cost_per_completed_task_usd:.6f}"
     out.print(f"tasks: {s.tasks}, completed: {s.completed}", highlight=False)
-    out.print(
-        f"total cost: {'n/a' if s.total_cost_usd is None else f'${s.total_cost_usd:.6f}'}", highlight=False
-    )
+    out.print(f"total cost: {'n/a' if s.total_cost_usd is None else f'${s.total_cost_usd:.6f}'}", highlight=False)
     out.print(f"cost per completed task (all spend / completed tasks): {per}", highlight=False)
     if s.attempts:
         out.print(

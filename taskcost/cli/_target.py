@@ -93,6 +93,4 @@ def open_target(db: Path, url: str | None) -> RemoteStore | DuckDBStore:
     try:
         return DuckDBStore.open(db, read_only=True)
     except StoreUnavailableError as exc:
-        raise StoreUnavailableError(
-            f"{exc}\n(no running server recorded in {server_info_path(db)})"
-        ) from None
+        raise StoreUnavailableError(f"{exc}\n(no running server recorded in {server_info_path(db)})") from None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
@@ -15,19 +18,24 @@ from taskcost.store import Store
 __all__ = ["create_app"]
 
 
-def create_app(settings: Settings, store: Store, *, dashboards: bool = True) -> FastAPI:
+def create_app(
+    settings: Settings,
+    store: Store,
+    *,
+    dashboards: bool = True,
+    lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
+) -> FastAPI:
     """Build the service around an open store. Nothing is opened or started here; the caller owns
-    the store (and closes it after the server stops)."""
+    the store (and closes it when the server stops, e.g. from ``lifespan``)."""
     app = FastAPI(
+        lifespan=lifespan,
         title="taskcost",
         version=__version__,
         description="Task-cost accounting for LLM agents: OTLP/HTTP intake and a read-only SQL API.",
     )
     install_error_handlers(app)
     app.include_router(otlp_router(store, settings.max_body_bytes))
-    app.include_router(
-        api_router(store, sql_timeout_s=settings.sql_timeout_s, sql_max_rows=settings.sql_max_rows)
-    )
+    app.include_router(api_router(store, sql_timeout_s=settings.sql_timeout_s, sql_max_rows=settings.sql_max_rows))
     app.state.settings = settings
     app.state.store = store
     if dashboards:

@@ -222,9 +222,7 @@ def _role(span_attrs: dict[str, Any]) -> str | None:
     op = span_attrs.get(N.OPERATION)
     if op == N.TOOL_OPERATION or N.TOOL_NAME in span_attrs:
         return "tool"
-    if op in N.LLM_OPERATIONS or any(
-        k in span_attrs for k in (N.INPUT_TOKENS, N.OUTPUT_TOKENS, N.CACHE_READ_TOKENS)
-    ):
+    if op in N.LLM_OPERATIONS or any(k in span_attrs for k in (N.INPUT_TOKENS, N.OUTPUT_TOKENS, N.CACHE_READ_TOKENS)):
         return "llm"
     return None
 
@@ -270,8 +268,7 @@ def _one_span(
     span_attrs = attributes_dict(span.attributes)
     trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
     events = [
-        {"name": e.name, "time_ns": e.time_unix_nano, "attributes": attributes_dict(e.attributes)}
-        for e in span.events
+        {"name": e.name, "time_ns": e.time_unix_nano, "attributes": attributes_dict(e.attributes)} for e in span.events
     ]
     out.spans.append(
         SpanRecord(

@@ -115,9 +115,7 @@ def price_call(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            calc = genai_prices.calc_price(
-                lib_usage, model, provider_id=provider_id, genai_request_timestamp=at
-            )
+            calc = genai_prices.calc_price(lib_usage, model, provider_id=provider_id, genai_request_timestamp=at)
     except LookupError as exc:
         return CallPrice.unpriced(f"unknown to the price data: {exc}")
     except ValueError as exc:

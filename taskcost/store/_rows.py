@@ -93,9 +93,7 @@ def _price_columns(calls: Sequence[LLMCallRecord]) -> dict[str, list[Any]]:
     }
     for c in calls:
         at = datetime.fromtimestamp(c.start_ns / 1e9, tz=UTC)
-        p = price_call(
-            c.provider, c.response_model or c.request_model, _usage(c), at, deployment=c.deployment
-        )
+        p = price_call(c.provider, c.response_model or c.request_model, _usage(c), at, deployment=c.deployment)
         out["cost_usd"].append(p.cost_usd)
         out["input_cost_usd"].append(p.input_cost_usd)
         out["output_cost_usd"].append(p.output_cost_usd)

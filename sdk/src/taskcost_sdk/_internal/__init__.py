@@ -1,0 +1,1 @@
+"""Internals of taskcost_sdk. Nothing here is public API; import from ``taskcost_sdk`` instead."""

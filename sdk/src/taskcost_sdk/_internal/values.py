@@ -1,0 +1,147 @@
+"""Checking and converting user-supplied values. Record-time helpers return None for nonsense."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+
+from opentelemetry.util.types import AttributeValue
+
+from .guard import warn_once
+from .names import CALL_OVERRIDE_ATTRIBUTES, DEPLOYMENTS, INFRA_ATTRIBUTES
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def coerce_count(value: object) -> int | None:
+    """A token count: an int >= 0 (an integral float or a digit string is accepted); else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and value >= 0 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def coerce_seconds(value: object) -> float | None:
+    """A duration in seconds: a finite number >= 0; else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    seconds = float(value)
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def coerce_cost(value: object) -> str | None:
+    """Money as a plain decimal string ("0.005"), from Decimal, str, int or float; else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        if isinstance(value, Decimal):
+            amount = value
+        elif isinstance(value, int):
+            amount = Decimal(value)
+        elif isinstance(value, float):
+            amount = Decimal(str(value))
+        elif isinstance(value, str):
+            amount = Decimal(value.strip())
+        else:
+            return None
+    except (InvalidOperation, ValueError):
+        return None
+    if not amount.is_finite() or amount < 0:
+        return None
+    return format(amount, "f")
+
+
+def to_epoch_ns(value: object) -> int | None:
+    """A point in time as epoch nanoseconds, from a datetime (naive = local time) or an int (ns)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo is not None else value.astimezone()
+        delta = aware - _EPOCH
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+    return None
+
+
+def coerce_infra(key: str, value: object) -> AttributeValue:
+    """Convert one infra tag to its attribute value; raise ValueError/TypeError when it is invalid."""
+    if key not in CALL_OVERRIDE_ATTRIBUTES:
+        known = ", ".join(sorted(CALL_OVERRIDE_ATTRIBUTES))
+        raise ValueError(f"unknown infra tag {key!r}; known tags: {known}")
+    if key == "gpu_count":
+        count = coerce_count(value)
+        if count is None:
+            raise ValueError(f"gpu_count must be an int >= 0, got {value!r}")
+        return count
+    if key == "container_image_tags":
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, Sequence) and all(isinstance(tag, str) for tag in value):
+            return list(value)
+        raise TypeError(f"container_image_tags must be a list of strings, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise TypeError(f"{key} must be a string, got {type(value).__name__}")
+    text = str(value).strip()
+    if not text:
+        raise ValueError(f"{key} must not be empty")
+    if key == "deployment" and text not in DEPLOYMENTS:
+        raise ValueError(f"deployment must be one of {sorted(DEPLOYMENTS)}, got {value!r}")
+    return text
+
+
+def infra_resource_attributes(infra: Mapping[str, object]) -> dict[str, AttributeValue]:
+    """configure(infra=...) -> resource attributes. Set-up time: raises on any invalid tag."""
+    attributes: dict[str, AttributeValue] = {}
+    for key, value in infra.items():
+        if value is None:
+            continue
+        if key not in INFRA_ATTRIBUTES:
+            known = ", ".join(sorted(INFRA_ATTRIBUTES))
+            raise ValueError(f"unknown infra tag {key!r}; known tags: {known}")
+        attributes[INFRA_ATTRIBUTES[key]] = coerce_infra(key, value)
+    return attributes
+
+
+def override_span_attributes(overrides: Mapping[str, object]) -> dict[str, AttributeValue]:
+    """Per-call infra overrides -> span attributes. Record time: invalid tags are dropped with a warning."""
+    attributes: dict[str, AttributeValue] = {}
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        try:
+            attributes[CALL_OVERRIDE_ATTRIBUTES[key]] = coerce_infra(key, value)
+        except (ValueError, TypeError) as exc:
+            warn_once(("override", key), "taskcost_sdk: dropped per-call infra override: %s", exc)
+    return attributes
+
+
+def resolve_times(start: object, end: object, duration_s: object, now_ns: int) -> tuple[int, int]:
+    """(start, end) in epoch ns for a call recorded after the fact. Explicit start/end win over the
+    duration; a missing end is ``now_ns``; a missing start is end - duration, else end."""
+    start_ns = end_ns = duration_ns = None
+    if start is not None and (start_ns := to_epoch_ns(start)) is None:
+        warn_once("start_time", "taskcost_sdk: ignored start_time=%r: use a datetime or epoch ns", start)
+    if end is not None and (end_ns := to_epoch_ns(end)) is None:
+        warn_once("end_time", "taskcost_sdk: ignored end_time=%r: use a datetime or epoch ns", end)
+    if duration_s is not None:
+        seconds = coerce_seconds(duration_s)
+        if seconds is None:
+            warn_once("duration_s", "taskcost_sdk: ignored duration_s=%r: it must be seconds >= 0", duration_s)
+        else:
+            duration_ns = round(seconds * 1e9)
+    if end_ns is None:
+        end_ns = start_ns + duration_ns if start_ns is not None and duration_ns is not None else now_ns
+    if start_ns is None:
+        start_ns = end_ns - duration_ns if duration_ns is not None else end_ns
+    if start_ns > end_ns:
+        warn_once("time_order", "taskcost_sdk: start_time is after end_time; using end_time for both")
+        start_ns = end_ns
+    return start_ns, end_ns
