@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DB ?= taskcost.duckdb
 PORT ?= 4318
 
-.PHONY: install run test lint unit bench clean
+.PHONY: install run test lint unit clean
 
 $(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -29,9 +29,6 @@ unit: $(STAMP)
 
 ## The README's test command: set up, lint, then the whole suite.
 test: lint unit
-
-bench: $(STAMP)
-	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,62 @@
+"""The walls between the rooms (docs: the architecture table), checked on the import graph."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _imports(root: Path) -> dict[str, set[str]]:
+    """Top-level modules (and taskcost sub-packages) each file imports."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                mods = [node.module]
+            else:
+                continue
+            for mod in mods:
+                parts = mod.split(".")
+                names.add(".".join(parts[:2]) if parts[0] == "taskcost" else parts[0])
+        found[str(path.relative_to(REPO))] = names
+    return found
+
+
+FORBIDDEN = {
+    "sdk/src": {"taskcost", "duckdb", "fastapi", "dash", "polars", "pyarrow", "genai_prices", "httpx"},
+    "taskcost/normalize": {"duckdb", "taskcost.store", "taskcost.collector", "taskcost.pricing"},
+    "taskcost/pricing": {"duckdb", "taskcost.store", "taskcost.collector"},
+    "taskcost/analytics": {"duckdb", "taskcost.collector", "dashboards"},
+    "taskcost/collector": {"duckdb", "taskcost.analytics"},
+    "dashboards": {"duckdb", "taskcost.store", "taskcost.collector"},
+}
+
+
+@pytest.mark.parametrize("room", sorted(FORBIDDEN))
+def test_rooms_import_only_what_they_may(room: str) -> None:
+    graph = _imports(REPO / room)
+    assert graph, f"no Python files under {room}"
+    bad = {f: sorted(mods & FORBIDDEN[room]) for f, mods in graph.items() if mods & FORBIDDEN[room]}
+    assert not bad, f"{room} imports what it must not: {bad}"
+
+
+def test_only_the_store_imports_duckdb() -> None:
+    graph = _imports(REPO / "taskcost")
+    users = sorted(f for f, mods in graph.items() if "duckdb" in mods)
+    assert users and all(f.startswith("taskcost/store/") for f in users), users
+
+
+def test_sdk_allowed_third_party_is_opentelemetry_only() -> None:
+    import sys
+
+    stdlib = set(sys.stdlib_module_names)
+    graph = _imports(REPO / "sdk" / "src")
+    third = {m for mods in graph.values() for m in mods} - stdlib - {"taskcost_sdk", "__future__"}
+    assert third <= {"opentelemetry", "pytest"}, third  # pytest: only the opt-in test plugin
