@@ -33,6 +33,7 @@ class Settings(BaseSettings):
     db: Path = Field(Path("taskcost.duckdb"), description="The DuckDB file that holds everything.")
     host: str = Field("127.0.0.1", description="Address the server binds to.")
     port: int = Field(4318, ge=1, le=65535, description="Port of OTLP/HTTP, the query API and dashboards.")
+    grpc_port: int = Field(4317, ge=0, le=65535, description="Port of OTLP/gRPC; 0 turns the gRPC receiver off.")
     max_body_bytes: int = Field(
         64 * MiB, ge=1024, description="Largest accepted request body, after decompression (413 above)."
     )
