@@ -56,7 +56,7 @@ def _doc_views() -> dict[str, set[str]]:
     views: dict[str, set[str]] = {}
     current = None
     for line in (DOCS / "schema.md").read_text().splitlines():
-        m = re.match(r"## `(\w+)`", line)
+        m = re.match(r"## `(\w+)` — ", line)
         if m:
             current = m.group(1)
             views[current] = set()
@@ -75,6 +75,14 @@ def test_every_view_and_column_is_documented(tmp_path: Path) -> None:
         for view in VIEWS:
             columns = {r[0] for r in st.query(f"DESCRIBE {view}").rows}
             assert columns == documented[view], f"{view}: code and docs/schema.md differ"
+
+
+def test_raw_spans_columns_are_documented(tmp_path: Path) -> None:
+    doc = (DOCS / "schema.md").read_text()
+    section = doc[doc.index("## `spans`") :].split("\n## ")[0]
+    with DuckDBStore.open(tmp_path / "docs.duckdb") as st:
+        columns = {r[0] for r in st.query("DESCRIBE spans").rows}
+    assert columns and all(f"`{c}`" in section for c in columns), columns
 
 
 def test_readme_first_screen_has_the_two_commands() -> None:

@@ -24,14 +24,14 @@ TABLES = ("spans", "llm_call_rows", "tool_call_rows", "task_rows")
 
 
 def _count(store: DuckDBStore) -> int:
-    return sum(store.query(f"SELECT count(*) FROM {t}").rows[0][0] for t in TABLES)
+    return sum(store.admin_query(f"SELECT count(*) FROM {t}").rows[0][0] for t in TABLES)
 
 
 def _dump(store: DuckDBStore) -> dict[str, list[tuple]]:
     out = {}
     for t in TABLES:
-        cols = [r[0] for r in store.query(f"DESCRIBE {t}").rows if r[0] != "received_ns"]
-        res = store.query(f"SELECT {', '.join(cols)} FROM {t} ORDER BY ALL")
+        cols = [r[0] for r in store.admin_query(f"DESCRIBE {t}").rows if r[0] != "received_ns"]
+        res = store.admin_query(f"SELECT {', '.join(cols)} FROM {t} ORDER BY ALL")
         out[t] = res.rows
     return out
 

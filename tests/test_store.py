@@ -21,11 +21,11 @@ def _load(store: DuckDBStore) -> None:
 def test_migrations_are_recorded_once(tmp_path: Path) -> None:
     db = tmp_path / "m.duckdb"
     with DuckDBStore.open(db) as st:
-        names = [r[0] for r in st.query("SELECT name FROM schema_migrations ORDER BY name").rows]
+        names = [r[0] for r in st.admin_query("SELECT name FROM schema_migrations ORDER BY name").rows]
         assert names == [m.name for m in MIGRATIONS]
     with DuckDBStore.open(db) as st:  # reopening applies nothing twice
-        assert st.query("SELECT count(*) FROM schema_migrations").rows[0][0] == len(MIGRATIONS)
-        views = {r[0] for r in st.query("SELECT view_name FROM duckdb_views() WHERE NOT internal").rows}
+        assert st.admin_query("SELECT count(*) FROM schema_migrations").rows[0][0] == len(MIGRATIONS)
+        views = {r[0] for r in st.admin_query("SELECT view_name FROM duckdb_views() WHERE NOT internal").rows}
         assert set(VIEWS) <= views
 
 
@@ -73,7 +73,12 @@ def test_close_drains_the_queue(tmp_path: Path) -> None:
         ("DELETE FROM spans", "only read-only SELECT"),
         ("DROP VIEW tasks", "only read-only SELECT"),
         ("SELECT 1; SELECT 2", "exactly one statement"),
-        ("SELECT * FROM read_csv('/etc/passwd')", "disabled by configuration"),
+        ("SELECT * FROM read_csv('/etc/passwd')", "table function read_csv"),
+        ("SELECT * FROM llm_call_rows", "private relation"),
+        ("SELECT * FROM main.llm_calls", "plain name"),
+        ("SELECT * FROM api_keys", "private relation"),
+        ("SELECT * FROM duckdb_settings()", "table function duckdb_settings"),
+        ("SELECT * FROM information_schema.tables", "plain name"),
         ("COPY spans TO '/tmp/x.csv'", "only read-only SELECT"),
         ("SET enable_external_access = true", "only read-only SELECT"),
         ("SELEC 1", "does not parse"),
@@ -117,3 +122,73 @@ def test_a_second_process_cannot_open_a_held_file(tmp_path: Path) -> None:
 def test_read_only_open_of_a_missing_file_says_so(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="no database at"):
         DuckDBStore.open(tmp_path / "nope.duckdb", read_only=True)
+
+
+def test_a_resent_batch_is_stored_once(store: DuckDBStore) -> None:
+    req = sample_request()
+    first = store.write(prepare_batch(normalize_request(req), 1))
+    again = store.write(prepare_batch(normalize_request(req), 2))
+    assert (first.spans, first.deduplicated) == (4, 0)
+    assert (again.spans, again.deduplicated) == (0, 4)
+    # a batch mixing old and new spans keeps the new ones only, in every table
+    mixed = sample_request()
+    mixed.resource_spans.extend(req.resource_spans)
+    info = store.write(prepare_batch(normalize_request(mixed), 3))
+    assert (info.spans, info.deduplicated) == (4, 4)
+    counts = {t: store.admin_query(f"SELECT count(*) FROM {t}").rows[0][0] for t in
+              ("spans", "llm_call_rows", "tool_call_rows", "task_rows", "span_keys")}
+    assert counts == {"spans": 8, "llm_call_rows": 4, "tool_call_rows": 2, "task_rows": 2, "span_keys": 8}
+    assert store.deduplicated_spans == 8
+
+
+def test_the_same_span_in_another_project_is_another_span(store: DuckDBStore) -> None:
+    req = sample_request()
+    store.write(prepare_batch(normalize_request(req), 1, project="alpha"))
+    info = store.write(prepare_batch(normalize_request(req), 1, project="beta"))
+    assert info.spans == 4
+
+
+def test_project_scope_applies_to_every_view(store: DuckDBStore) -> None:
+    store.write(prepare_batch(normalize_request(sample_request()), 1, project="alpha"))
+    store.write(prepare_batch(normalize_request(sample_request()), 1, project="beta"))
+    assert store.query("SELECT count(*) FROM spans").rows[0][0] == 8
+    for view in ("spans", "llm_calls", "tool_calls", "tasks"):
+        res = store.query(f"SELECT DISTINCT project FROM {view}", project="alpha")
+        assert res.rows == [("alpha",)], view
+    # every path to the data is scoped: CTEs, subqueries, joins
+    sql = ("WITH x AS (SELECT project FROM llm_calls) SELECT count(*) FROM x JOIN tasks USING (project) "
+           "WHERE project IN (SELECT project FROM spans)")
+    assert store.query(sql, project="alpha").rows == [(2,)]
+    assert store.query("SELECT count(*) FROM tasks", project="nobody").rows == [(0,)]
+
+
+def test_a_full_queue_refuses_instead_of_growing(tmp_path: Path) -> None:
+    from taskcost.store import StoreBusyError
+
+    st = DuckDBStore.open(tmp_path / "q.duckdb", max_queued_spans=6)
+    try:
+        batch = prepare_batch(normalize_request(sample_request()), 1)
+        accepted, refused = 0, 0
+        futures = []
+        for _ in range(200):
+            try:
+                futures.append(st.submit(batch))
+                accepted += 1
+            except StoreBusyError:
+                refused += 1
+        for f in futures:
+            f.result(30)
+        assert refused > 0 and accepted > 0
+        assert st.queued_spans == 0
+    finally:
+        st.close()
+
+
+def test_a_span_twice_in_one_batch_is_stored_once(store: DuckDBStore) -> None:
+    req = sample_request()
+    twice = type(req)()
+    twice.CopyFrom(req)
+    twice.resource_spans.extend(req.resource_spans)
+    info = store.write(prepare_batch(normalize_request(twice), 1))
+    assert (info.spans, info.deduplicated) == (4, 4)
+    assert store.query("SELECT count(*) FROM llm_calls").rows == [(2,)]

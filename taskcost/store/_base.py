@@ -8,7 +8,15 @@ from typing import Any, Protocol
 
 from taskcost.store._rows import PreparedBatch
 
-__all__ = ["QueryError", "QueryResult", "Store", "StoreLockedError", "StoreUnavailableError"]
+__all__ = [
+    "CommitInfo",
+    "QueryError",
+    "QueryResult",
+    "Store",
+    "StoreBusyError",
+    "StoreLockedError",
+    "StoreUnavailableError",
+]
 
 
 class StoreUnavailableError(RuntimeError):
@@ -17,6 +25,19 @@ class StoreUnavailableError(RuntimeError):
 
 class StoreLockedError(StoreUnavailableError):
     """Another process owns the database file."""
+
+
+class StoreBusyError(StoreUnavailableError):
+    """The write queue is full; try again shortly (back-pressure)."""
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """What one commit of the single writer did."""
+
+    spans: int  # newly stored
+    deduplicated: int  # already stored before (a re-sent batch), skipped
+    seconds: float
 
 
 class QueryError(ValueError):
@@ -39,10 +60,16 @@ class QueryResult:
 class Store(Protocol):
     """What the collector, analytics and CLI may ask of storage."""
 
-    def submit(self, batch: PreparedBatch) -> Future[None]: ...
+    def submit(self, batch: PreparedBatch) -> Future[CommitInfo]: ...
 
     def query(
-        self, sql: str, params: list[Any] | None = None, *, max_rows: int = ..., timeout_s: float = ...
+        self,
+        sql: str,
+        params: list[Any] | None = None,
+        *,
+        max_rows: int = ...,
+        timeout_s: float = ...,
+        project: str | None = ...,
     ) -> QueryResult: ...
 
     def close(self) -> None: ...

@@ -8,6 +8,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,18 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from taskcost.store._base import QueryError, QueryResult, StoreLockedError, StoreUnavailableError
+from taskcost.store import _keys
+from taskcost.store._base import (
+    CommitInfo,
+    QueryError,
+    QueryResult,
+    StoreBusyError,
+    StoreLockedError,
+    StoreUnavailableError,
+)
 from taskcost.store._migrations import apply_migrations
 from taskcost.store._rows import TABLES, PreparedBatch, arrow_schema
+from taskcost.store._sandbox import check_select, scope_to_project
 
 __all__ = ["DuckDBStore"]
 
@@ -30,7 +40,7 @@ _HARDEN = (
     "SET allow_community_extensions = false",
     "SET lock_configuration = true",
 )
-_ALLOWED_STATEMENTS = {"SELECT", "EXPLAIN"}
+_KEY_EXPR = "md5_number(project || chr(31) || trace_id || span_id)"
 
 
 class _Job:
@@ -38,7 +48,7 @@ class _Job:
 
     def __init__(self, batch: PreparedBatch) -> None:
         self.batch = batch
-        self.future: Future[None] = Future()
+        self.future: Future[CommitInfo] = Future()
 
 
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -58,19 +68,37 @@ class DuckDBStore:
     """One DuckDB file. ``open()`` for the serving process (migrates, starts the writer);
     ``open(read_only=True)`` to query a file no server holds."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool, max_batch_spans: int):
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool, max_batch_spans: int, max_queued_spans: int
+    ) -> None:
         self.path = path
         self.read_only = read_only
         self._con = con
+        self._database = str(con.execute("SELECT current_database()").fetchone()[0])  # type: ignore[index]
         self._max_batch_spans = max_batch_spans
+        self._max_queued_spans = max_queued_spans
         self._schemas: dict[str, pa.Schema] = {}
         self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._queued_spans = 0
+        self._queued_lock = threading.Lock()
         self._writer: threading.Thread | None = None
         self._closed = False
+        self._keys_lock = threading.Lock()
+        self._active_keys: dict[str, _keys.ApiKey] = {}
         self.committed_spans = 0
+        self.deduplicated_spans = 0
+        self.failed_batches = 0
+        self.on_commit: Callable[[CommitInfo], None] | None = None
 
     @classmethod
-    def open(cls, path: str | Path, *, read_only: bool = False, max_batch_spans: int = 20_000) -> DuckDBStore:
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        read_only: bool = False,
+        max_batch_spans: int = 20_000,
+        max_queued_spans: int = 200_000,
+    ) -> DuckDBStore:
         path = Path(path)
         if read_only and not path.exists():
             raise StoreUnavailableError(f"no database at {path} (start `taskcost serve --db {path}` first)")
@@ -87,9 +115,10 @@ class DuckDBStore:
         except Exception:
             con.close()
             raise
-        store = cls(con, path, read_only, max_batch_spans)
+        store = cls(con, path, read_only, max_batch_spans, max_queued_spans)
         if not read_only:
             store._schemas = {t: store._table_schema(t) for t in TABLES}
+            store._active_keys = _keys.load_active(con)
             store._writer = threading.Thread(target=store._write_loop, name="taskcost-writer", daemon=True)
             store._writer.start()
         return store
@@ -97,22 +126,34 @@ class DuckDBStore:
     def _table_schema(self, table: str) -> pa.Schema:
         rows = self._con.execute(
             "SELECT column_name, data_type FROM information_schema.columns "
-            "WHERE table_name = ? ORDER BY ordinal_position",
+            "WHERE table_name = ? AND table_schema = 'main' ORDER BY ordinal_position",
             [table],
         ).fetchall()
         return arrow_schema([(r[0], r[1]) for r in rows])
 
     # -- writing -------------------------------------------------------------------------------------
-    def submit(self, batch: PreparedBatch) -> Future[None]:
-        """Queue a batch for the single writer; the future resolves once it is committed."""
+    @property
+    def queued_spans(self) -> int:
+        """Spans accepted for writing and not yet committed."""
+        return self._queued_spans
+
+    def submit(self, batch: PreparedBatch) -> Future[CommitInfo]:
+        """Queue a batch for the single writer; the future resolves once it is committed.
+
+        Raises StoreBusyError (nothing queued) when the queue is full: back-pressure.
+        """
         if self.read_only or self._closed:
             raise StoreUnavailableError("store is closed or read-only")
+        with self._queued_lock:
+            if self._queued_spans and self._queued_spans + batch.span_count > self._max_queued_spans:
+                raise StoreBusyError(f"write queue full ({self._queued_spans} spans waiting)")
+            self._queued_spans += batch.span_count
         job = _Job(batch)
         self._queue.put(job)
         return job.future
 
-    def write(self, batch: PreparedBatch, timeout: float | None = 30.0) -> None:
-        self.submit(batch).result(timeout)
+    def write(self, batch: PreparedBatch, timeout: float | None = 30.0) -> CommitInfo:
+        return self.submit(batch).result(timeout)
 
     def _write_loop(self) -> None:
         cur = self._con.cursor()
@@ -133,56 +174,102 @@ class DuckDBStore:
                     jobs.append(nxt)
                     spans += nxt.batch.span_count
                 self._commit(cur, jobs)
+                with self._queued_lock:
+                    self._queued_spans -= spans
                 if stop:
                     return
         finally:
             cur.close()
 
+    def _incoming(self, jobs: list[_Job], table: str) -> pa.Table | None:
+        parts = [j.batch.columns[table] for j in jobs if j.batch.columns[table]["received_ns"]]
+        if not parts:
+            return None
+        schema = self._schemas[table]
+        return pa.concat_tables([pa.Table.from_pydict(p, schema=schema) for p in parts])
+
+    def _insert_all(self, cur: duckdb.DuckDBPyConnection, data: dict[str, pa.Table], only_new: bool) -> None:
+        for table, tbl in data.items():
+            cur.register("_taskcost_incoming", tbl)
+            try:
+                where = (
+                    f" WHERE {_KEY_EXPR} IN (SELECT k FROM _taskcost_new)"
+                    " QUALIFY row_number() OVER (PARTITION BY project, trace_id, span_id) = 1"
+                    if only_new
+                    else ""
+                )
+                cur.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _taskcost_incoming{where}")
+            finally:
+                cur.unregister("_taskcost_incoming")
+
     def _commit(self, cur: duckdb.DuckDBPyConnection, jobs: list[_Job]) -> None:
+        started = time.perf_counter()
+        data = {t: tbl for t in TABLES if (tbl := self._incoming(jobs, t)) is not None}
+        spans = data.get("spans")
+        n_spans = spans.num_rows if spans is not None else 0
         try:
             cur.execute("BEGIN TRANSACTION")
-            for table in TABLES:
-                schema = self._schemas[table]
-                parts = [j.batch.columns[table] for j in jobs if j.batch.columns[table]["received_ns"]]
-                if not parts:
-                    continue
-                data = pa.concat_tables([pa.Table.from_pydict(p, schema=schema) for p in parts])
-                cur.register("_taskcost_incoming", data)
-                try:
-                    cur.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _taskcost_incoming")
-                finally:
-                    cur.unregister("_taskcost_incoming")
+            new = n_spans
+            if spans is not None:
+                cur.register("_taskcost_spans", spans)
+                row = cur.execute(f"INSERT OR IGNORE INTO span_keys SELECT {_KEY_EXPR} FROM _taskcost_spans").fetchone()
+                new = int(row[0]) if row else 0
+                if new < n_spans:
+                    # Some spans were committed before (a re-sent batch): redo, keeping the new ones only.
+                    # (The rollback also drops the registration: register again.)
+                    cur.execute("ROLLBACK")
+                    cur.execute("BEGIN TRANSACTION")
+                    cur.register("_taskcost_spans", spans)
+                    cur.execute(
+                        "CREATE OR REPLACE TEMP TABLE _taskcost_new AS "
+                        f"SELECT DISTINCT {_KEY_EXPR} AS k FROM _taskcost_spans "
+                        "WHERE k NOT IN (SELECT k FROM span_keys)"
+                    )
+                    row = cur.execute("INSERT INTO span_keys SELECT k FROM _taskcost_new").fetchone()
+                    new = int(row[0]) if row else 0
+                cur.unregister("_taskcost_spans")
+            if new:
+                self._insert_all(cur, data, only_new=new < n_spans)
+            if new < n_spans:
+                cur.execute("DROP TABLE IF EXISTS _taskcost_new")
             cur.execute("COMMIT")
         except Exception as exc:
             log.exception("write of %d batch(es) failed; nothing of them was committed", len(jobs))
             with contextlib.suppress(duckdb.Error):
                 cur.execute("ROLLBACK")
+            self.failed_batches += len(jobs)
             for j in jobs:
                 j.future.set_exception(exc)
             return
-        self.committed_spans += sum(j.batch.span_count for j in jobs)
+        info = CommitInfo(spans=new, deduplicated=n_spans - new, seconds=time.perf_counter() - started)
+        self.committed_spans += info.spans
+        self.deduplicated_spans += info.deduplicated
+        if self.on_commit is not None:
+            with contextlib.suppress(Exception):
+                self.on_commit(info)
         for j in jobs:
-            j.future.set_result(None)
+            j.future.set_result(info)
 
     # -- reading -------------------------------------------------------------------------------------
     def query(
-        self, sql: str, params: list[Any] | None = None, *, max_rows: int = 10_000, timeout_s: float = 10.0
+        self,
+        sql: str,
+        params: list[Any] | None = None,
+        *,
+        max_rows: int = 10_000,
+        timeout_s: float = 10.0,
+        project: str | None = None,
     ) -> QueryResult:
-        """Run one read-only statement (SELECT, or EXPLAIN) with a time and a row limit."""
+        """Run one read-only SELECT over the public views, with a time and a row limit.
+        ``project`` limits every view to that project's rows."""
         if self._closed:
             raise StoreUnavailableError("store is closed")
         cur = self._con.cursor()
         timer = threading.Timer(timeout_s, cur.interrupt)
         try:
-            try:
-                statements = cur.extract_statements(sql)
-            except duckdb.Error as exc:
-                raise QueryError(f"SQL does not parse: {exc}") from None
-            if len(statements) != 1:
-                raise QueryError(f"send exactly one statement, got {len(statements)}")
-            kind = statements[0].type.name
-            if kind not in _ALLOWED_STATEMENTS:
-                raise QueryError(f"only read-only SELECT queries are allowed here, not {kind}")
+            check_select(cur, sql)
+            if project is not None:
+                scope_to_project(cur, self._database, project)
             started = time.perf_counter()
             timer.start()
             try:
@@ -194,19 +281,56 @@ class DuckDBStore:
                 raise QueryError(f"query interrupted after the {timeout_s:g} s time limit") from None
             except duckdb.Error as exc:
                 raise QueryError(str(exc)) from None
-            truncated = len(rows) > max_rows
             return QueryResult(
                 columns=columns,
                 types=types,
                 rows=[tuple(r) for r in rows[:max_rows]],
-                truncated=truncated,
+                truncated=len(rows) > max_rows,
                 elapsed_s=time.perf_counter() - started,
             )
         finally:
             timer.cancel()
             cur.close()
 
+    def admin_query(self, sql: str, params: list[Any] | None = None) -> QueryResult:
+        """Any SQL over every table, unsandboxed: for this process's own use (tests, maintenance),
+        never for user input (``query`` is the user-facing one)."""
+        with contextlib.closing(self._con.cursor()) as cur:
+            rel = cur.execute(sql, params or [])
+            columns = [d[0] for d in (rel.description or [])]
+            types = [str(d[1]) for d in (rel.description or [])]
+            return QueryResult(columns, types, [tuple(r) for r in rel.fetchall()])
+
+    # -- API keys ------------------------------------------------------------------------------------
+    def create_key(self, project: str, kind: str) -> tuple[_keys.ApiKey, str]:
+        with self._keys_lock, contextlib.closing(self._con.cursor()) as cur:
+            key, secret = _keys.create_key(cur, project, kind)
+            self._active_keys = _keys.load_active(cur)
+        return key, secret
+
+    def revoke_key(self, key_id: str) -> bool:
+        with self._keys_lock, contextlib.closing(self._con.cursor()) as cur:
+            done = _keys.revoke_key(cur, key_id)
+            self._active_keys = _keys.load_active(cur)
+        return done
+
+    def list_keys(self) -> list[_keys.ApiKey]:
+        with contextlib.closing(self._con.cursor()) as cur:
+            return _keys.list_keys(cur)
+
+    def verify_key(self, secret: str) -> _keys.ApiKey | None:
+        return self._active_keys.get(_keys.hash_secret(secret))
+
+    @property
+    def auth_enabled(self) -> bool:
+        """True once any active key exists: from then on every request needs one."""
+        return bool(self._active_keys)
+
     # -- lifecycle -----------------------------------------------------------------------------------
+    @property
+    def writer_alive(self) -> bool:
+        return self._writer is not None and self._writer.is_alive()
+
     def close(self) -> None:
         """Drain the writer (every queued batch is committed), then close the file."""
         if self._closed:

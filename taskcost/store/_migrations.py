@@ -19,6 +19,7 @@ class Migration:
 
 _RAW_SPANS = """
 CREATE TABLE spans (
+    project VARCHAR NOT NULL DEFAULT 'default',
     trace_id VARCHAR NOT NULL,
     span_id VARCHAR NOT NULL,
     parent_span_id VARCHAR,
@@ -40,6 +41,7 @@ CREATE TABLE spans (
 
 _TYPED = """
 CREATE TABLE llm_call_rows (
+    project VARCHAR NOT NULL DEFAULT 'default',
     trace_id VARCHAR NOT NULL,
     span_id VARCHAR NOT NULL,
     task_id VARCHAR NOT NULL,
@@ -88,6 +90,7 @@ CREATE TABLE llm_call_rows (
 );
 
 CREATE TABLE tool_call_rows (
+    project VARCHAR NOT NULL DEFAULT 'default',
     trace_id VARCHAR NOT NULL,
     span_id VARCHAR NOT NULL,
     task_id VARCHAR NOT NULL,
@@ -102,6 +105,7 @@ CREATE TABLE tool_call_rows (
 );
 
 CREATE TABLE task_rows (
+    project VARCHAR NOT NULL DEFAULT 'default',
     trace_id VARCHAR NOT NULL,
     span_id VARCHAR NOT NULL,
     task_id VARCHAR NOT NULL,
@@ -125,7 +129,7 @@ _TS = "make_timestamp({col} // 1000)"
 _VIEWS = f"""
 CREATE OR REPLACE VIEW llm_calls AS
 SELECT
-    task_id, call_id, attempt, trace_id, span_id,
+    project, task_id, call_id, attempt, trace_id, span_id,
     {_TS.format(col="start_ns")} AS start_time,
     {_TS.format(col="end_ns")} AS end_time,
     (end_ns - start_ns) / 1e9 AS duration_s,
@@ -144,7 +148,7 @@ FROM llm_call_rows;
 
 CREATE OR REPLACE VIEW tool_calls AS
 SELECT
-    task_id, tool_name, trace_id, span_id,
+    project, task_id, tool_name, trace_id, span_id,
     {_TS.format(col="start_ns")} AS start_time,
     {_TS.format(col="end_ns")} AS end_time,
     (end_ns - start_ns) / 1e9 AS duration_s,
@@ -153,7 +157,7 @@ FROM tool_call_rows;
 
 CREATE OR REPLACE VIEW tasks AS
 WITH t AS (
-    SELECT task_id,
+    SELECT project, task_id,
         any_value(kind) AS kind,
         arg_max(outcome, end_ns) AS outcome,
         min(start_ns) AS start_ns, max(end_ns) AS end_ns,
@@ -162,9 +166,9 @@ WITH t AS (
         any_value(agent_version) AS agent_version,
         any_value(conversation_id) AS conversation_id,
         any_value(service_name) AS service_name
-    FROM task_rows GROUP BY task_id
+    FROM task_rows GROUP BY project, task_id
 ), c AS (
-    SELECT task_id,
+    SELECT project, task_id,
         count(DISTINCT call_id) AS llm_calls,
         count(*) AS attempts,
         count(*) FILTER (WHERE status = 'error') AS failed_attempts,
@@ -176,13 +180,13 @@ WITH t AS (
         sum(cost_usd) AS llm_cost_usd,
         count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_calls,
         min(start_ns) AS c_start_ns, max(end_ns) AS c_end_ns
-    FROM llm_call_rows GROUP BY task_id
+    FROM llm_call_rows GROUP BY project, task_id
 ), tl AS (
-    SELECT task_id, count(*) AS tool_calls, sum(cost_usd) AS tool_cost_usd
-    FROM tool_call_rows GROUP BY task_id
+    SELECT project, task_id, count(*) AS tool_calls, sum(cost_usd) AS tool_cost_usd
+    FROM tool_call_rows GROUP BY project, task_id
 )
 SELECT
-    task_id, t.kind, t.outcome,
+    project, task_id, t.kind, t.outcome,
     {_TS.format(col="coalesce(t.start_ns, c.c_start_ns)")} AS start_time,
     {_TS.format(col="coalesce(t.end_ns, c.c_end_ns)")} AS end_time,
     (coalesce(t.end_ns, c.c_end_ns) - coalesce(t.start_ns, c.c_start_ns)) / 1e9 AS duration_s,
@@ -197,13 +201,31 @@ SELECT
          ELSE coalesce(c.llm_cost_usd, 0) + coalesce(tl.tool_cost_usd, 0) END AS cost_usd,
     coalesce(c.unpriced_calls, 0) AS unpriced_calls,
     t.harness_version, t.agent_name, t.agent_version, t.conversation_id, t.service_name
-FROM t FULL OUTER JOIN c USING (task_id) FULL OUTER JOIN tl USING (task_id);
+FROM t FULL OUTER JOIN c USING (project, task_id) FULL OUTER JOIN tl USING (project, task_id);
+"""
+
+_KEYS = """
+-- One row per span ever committed: md5 of (project, trace id, span id). Its primary key is how a
+-- re-sent batch (a client retry after a lost answer) is recognised and not counted twice.
+CREATE TABLE span_keys (k UHUGEINT PRIMARY KEY);
+
+-- API keys: only a SHA-256 of the secret is kept; the secret is shown once, when created.
+CREATE TABLE api_keys (
+    id VARCHAR PRIMARY KEY,
+    project VARCHAR NOT NULL,
+    kind VARCHAR NOT NULL CHECK (kind IN ('ingest', 'read')),
+    secret_sha256 VARCHAR NOT NULL UNIQUE,
+    prefix VARCHAR NOT NULL,
+    created_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+    revoked_at TIMESTAMP
+);
 """
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_raw_spans", _RAW_SPANS),
     Migration("0002_typed_call_tool_task_rows", _TYPED),
     Migration("0003_views_llm_calls_tool_calls_tasks", _VIEWS),
+    Migration("0004_span_keys_and_api_keys", _KEYS),
 )
 
 _LEDGER = """

@@ -13,7 +13,9 @@ import pyarrow as pa
 from taskcost.normalize import LLMCallRecord, NormalizedBatch
 from taskcost.pricing import TokenUsage, price_call
 
-__all__ = ["PreparedBatch", "arrow_schema", "prepare_batch"]
+__all__ = ["DEFAULT_PROJECT", "PreparedBatch", "arrow_schema", "prepare_batch"]
+
+DEFAULT_PROJECT = "default"
 
 TABLES = ("spans", "llm_call_rows", "tool_call_rows", "task_rows")
 
@@ -52,8 +54,10 @@ class PreparedBatch:
     span_count: int
 
 
-def _columns(records: Sequence[Any], received_ns: int, extra: dict[str, list[Any]] | None = None):
-    cols: dict[str, list[Any]] = {}
+def _columns(
+    records: Sequence[Any], received_ns: int, project: str, extra: dict[str, list[Any]] | None = None
+) -> dict[str, list[Any]]:
+    cols: dict[str, list[Any]] = {"project": [project] * len(records)}
     if records:
         for f in dataclasses.fields(records[0]):
             cols[f.name] = [getattr(r, f.name) for r in records]
@@ -104,14 +108,14 @@ def _price_columns(calls: Sequence[LLMCallRecord]) -> dict[str, list[Any]]:
     return out
 
 
-def prepare_batch(batch: NormalizedBatch, received_ns: int) -> PreparedBatch:
+def prepare_batch(batch: NormalizedBatch, received_ns: int, project: str = DEFAULT_PROJECT) -> PreparedBatch:
     """Price the calls and lay every record out column-wise (cheap to append, one table per kind)."""
     return PreparedBatch(
         columns={
-            "spans": _columns(batch.spans, received_ns),
-            "llm_call_rows": _columns(batch.llm_calls, received_ns, _price_columns(batch.llm_calls)),
-            "tool_call_rows": _columns(batch.tool_calls, received_ns),
-            "task_rows": _columns(batch.tasks, received_ns),
+            "spans": _columns(batch.spans, received_ns, project),
+            "llm_call_rows": _columns(batch.llm_calls, received_ns, project, _price_columns(batch.llm_calls)),
+            "tool_call_rows": _columns(batch.tool_calls, received_ns, project),
+            "task_rows": _columns(batch.tasks, received_ns, project),
         },
         span_count=len(batch.spans),
     )
