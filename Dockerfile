@@ -14,5 +14,5 @@ ENV TASKCOST_DB=/data/taskcost.duckdb \
     TASKCOST_HOST=0.0.0.0 \
     TASKCOST_PORT=4318
 VOLUME ["/data"]
-EXPOSE 4318
+EXPOSE 4318 4317
 CMD ["taskcost", "serve"]

@@ -8,9 +8,11 @@ PORT ?= 4318
 
 .PHONY: install run test lint unit clean
 
-$(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt
+$(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt tests/interop/js/package-lock.json
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -c constraints.txt -e ./sdk -e '.[dev]'
+	@# the JavaScript OpenTelemetry SDK, for the interop tests (they skip, saying so, where npm is absent)
+	if command -v npm >/dev/null; then npm ci --prefix tests/interop/js --no-audit --no-fund; fi
 	touch $(STAMP)
 
 install: $(STAMP)

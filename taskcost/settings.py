@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -42,9 +42,52 @@ class Settings(BaseSettings):
     writer_max_batch_spans: int = Field(
         20_000, ge=1, description="Spans the single writer commits in one transaction at most."
     )
+    max_queued_spans: int = Field(
+        100_000, ge=1, description="Spans waiting for the writer at most; beyond, intake answers 503 (back-pressure)."
+    )
+    max_inflight_requests: int = Field(
+        8, ge=1, description="Intake requests decoded at once at most; beyond, 503 (bounds memory)."
+    )
+    backpressure_wait_s: float = Field(
+        4.0, ge=0, description="How long a request waits for a decoding slot or queue room before a 503."
+    )
+    allow_unauthenticated: bool = Field(
+        False, description="Allow binding a non-loopback address while no API key exists (no auth)."
+    )
+    admin_token: str | None = Field(
+        None, min_length=16, description="Token for key management over HTTP (else one is generated per run)."
+    )
+    task_id_attributes: list[str] = Field(
+        ["taskcost.task.id", "gen_ai.conversation.id", "session.id", "traceloop.association.properties.session_id"],
+        description="Attributes that name a foreign span's task, first found wins (else the trace is the task).",
+    )
+    task_outcome_attribute: str | None = Field(
+        None, description="An attribute of the task's root span that tells its outcome (see task_outcome_values)."
+    )
+    task_outcome_values: dict[str, Literal["completed", "failed", "abandoned"]] = Field(
+        default_factory=dict, description="Values of task_outcome_attribute and the outcome each one means."
+    )
+    implicit_tasks: bool = Field(True, description="Treat root agent/workflow spans of foreign traces as tasks.")
+    fold_duplicate_spans: bool = Field(
+        True, description="Count one provider response once when several instrumentations report it."
+    )
     url: str | None = Field(
         None, description="Base URL of a running server for `taskcost sql`/`tasks` (else found by --db)."
     )
+    key: str | None = Field(None, description="API key the CLI sends to --url (a read key for sql/tasks).")
+
+    @model_validator(mode="after")
+    def _rules_are_valid(self) -> Settings:
+        from taskcost.normalize import NormalizeRules
+
+        NormalizeRules.build(
+            task_id_attributes=self.task_id_attributes,
+            outcome_attribute=self.task_outcome_attribute,
+            outcome_values=self.task_outcome_values,
+            implicit_tasks=self.implicit_tasks,
+            fold_duplicates=self.fold_duplicate_spans,
+        )
+        return self
 
     @classmethod
     def settings_customise_sources(

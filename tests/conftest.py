@@ -77,18 +77,14 @@ def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    """The real `taskcost serve` on a free loopback port, with its own DuckDB file."""
-    port = free_port()
-    db = tmp_path / "served.duckdb"
-    log = tmp_path / "server.log"
-    with log.open("wb") as fh:
+def start_server(db: Path, port: int, log: Path, env: dict[str, str] | None = None) -> Server:
+    """The real `taskcost serve` on a loopback port; returns once /healthz answers."""
+    with log.open("ab") as fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", "taskcost", "serve", "--db", str(db), "--port", str(port)],
             stdout=fh,
             stderr=subprocess.STDOUT,
-            env=cli_env(),
+            env={**cli_env(), "TASKCOST_GRPC_PORT": "0", **(env or {})},
         )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -104,10 +100,22 @@ def server(tmp_path: Path) -> Iterator[Server]:
             proc.kill()
             raise AssertionError(f"server did not become healthy:\n{log.read_text()}")
         time.sleep(0.2)
-    yield Server(url, db, proc, log)
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    return Server(url, db, proc, log)
+
+
+def stop_server(server: Server) -> None:
+    if server.proc.poll() is None:
+        server.proc.terminate()
+        try:
+            server.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            server.proc.kill()
+            server.proc.wait()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """The real `taskcost serve` on a free loopback port, with its own DuckDB file."""
+    srv = start_server(tmp_path / "served.duckdb", free_port(), tmp_path / "server.log")
+    yield srv
+    stop_server(srv)

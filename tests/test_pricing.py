@@ -83,4 +83,4 @@ def test_a_known_model_with_zero_tokens_costs_zero() -> None:
 )
 def test_provider_names_map_to_price_library_ids(otel: str, lib: str) -> None:
     assert price_library_provider(otel) == lib
-    assert set(PROVIDER_IDS.values()) <= {"openai", "x-ai", "google", "aws", "mistral", "moonshotai"}
+    assert set(PROVIDER_IDS.values()) <= {"openai", "x-ai", "google", "aws", "mistral", "moonshotai", "azure"}

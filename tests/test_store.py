@@ -135,8 +135,10 @@ def test_a_resent_batch_is_stored_once(store: DuckDBStore) -> None:
     mixed.resource_spans.extend(req.resource_spans)
     info = store.write(prepare_batch(normalize_request(mixed), 3))
     assert (info.spans, info.deduplicated) == (4, 4)
-    counts = {t: store.admin_query(f"SELECT count(*) FROM {t}").rows[0][0] for t in
-              ("spans", "llm_call_rows", "tool_call_rows", "task_rows", "span_keys")}
+    counts = {
+        t: store.admin_query(f"SELECT count(*) FROM {t}").rows[0][0]
+        for t in ("spans", "llm_call_rows", "tool_call_rows", "task_rows", "span_keys")
+    }
     assert counts == {"spans": 8, "llm_call_rows": 4, "tool_call_rows": 2, "task_rows": 2, "span_keys": 8}
     assert store.deduplicated_spans == 8
 
@@ -156,8 +158,10 @@ def test_project_scope_applies_to_every_view(store: DuckDBStore) -> None:
         res = store.query(f"SELECT DISTINCT project FROM {view}", project="alpha")
         assert res.rows == [("alpha",)], view
     # every path to the data is scoped: CTEs, subqueries, joins
-    sql = ("WITH x AS (SELECT project FROM llm_calls) SELECT count(*) FROM x JOIN tasks USING (project) "
-           "WHERE project IN (SELECT project FROM spans)")
+    sql = (
+        "WITH x AS (SELECT project FROM llm_calls) SELECT count(*) FROM x JOIN tasks USING (project) "
+        "WHERE project IN (SELECT project FROM spans)"
+    )
     assert store.query(sql, project="alpha").rows == [(2,)]
     assert store.query("SELECT count(*) FROM tasks", project="nobody").rows == [(0,)]
 

@@ -1,5 +1,5 @@
-"""Where `taskcost sql` and `taskcost tasks` get their answers: the server that owns the file, or the
-file itself when no server runs (DuckDB lets one process hold a file, so the server answers for it)."""
+"""Where the CLI gets its answers: the server that owns the file, or the file itself when no server
+runs (DuckDB lets one process hold a file, so the server answers for it)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,22 @@ from typing import Any
 
 import httpx
 
-from taskcost.store import DuckDBStore, QueryError, QueryResult, StoreUnavailableError
+from taskcost.store import ApiKey, DuckDBStore, QueryError, QueryResult, StoreUnavailableError
 
-__all__ = ["RemoteStore", "open_target", "server_info_path", "write_server_info"]
+__all__ = ["RemoteStore", "open_admin", "open_target", "server_info_path", "write_server_info"]
 
 
 def server_info_path(db: Path) -> Path:
-    """The file a running server leaves beside its database: its pid and URL."""
+    """The file a running server leaves beside its database: pid, URL and admin token (owner-only)."""
     return db.with_name(db.name + ".serve.json")
 
 
-def write_server_info(db: Path, url: str) -> Path:
+def write_server_info(db: Path, url: str, admin_token: str) -> Path:
     path = server_info_path(db)
-    path.write_text(json.dumps({"pid": os.getpid(), "url": url, "db": str(db.resolve())}))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"pid": os.getpid(), "url": url, "db": str(db.resolve()), "admin_token": admin_token}, fh)
+    os.chmod(path, 0o600)
     return path
 
 
@@ -37,38 +40,47 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _running_server(db: Path) -> str | None:
-    path = server_info_path(db)
+def _running_server(db: Path) -> dict[str, Any] | None:
     try:
-        info = json.loads(path.read_text())
-        pid, url = int(info["pid"]), str(info["url"])
+        info = json.loads(server_info_path(db).read_text())
+        alive = _pid_alive(int(info["pid"])) and isinstance(info["url"], str)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return url if _pid_alive(pid) else None
+    return info if alive else None
 
 
-class RemoteStore:
-    """The query side of a running taskcost server, over its HTTP API."""
+def _error_message(resp: httpx.Response) -> str:
+    try:
+        return str(resp.json()["message"])
+    except (ValueError, KeyError, TypeError):
+        return resp.text[:500]
 
-    def __init__(self, url: str, timeout_s: float = 60.0) -> None:
+
+class _Remote:
+    def __init__(self, url: str, token: str | None, timeout_s: float = 60.0) -> None:
         self.url = url.rstrip("/")
-        self._client = httpx.Client(timeout=timeout_s)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client = httpx.Client(timeout=timeout_s, headers=headers)
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return self._client.request(method, f"{self.url}{path}", **kwargs)
+        except httpx.HTTPError as exc:
+            raise StoreUnavailableError(f"cannot reach the taskcost server at {self.url}: {exc}") from None
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class RemoteStore(_Remote):
+    """The query side of a running taskcost server, over its HTTP API."""
 
     def query(
         self, sql: str, params: list[Any] | None = None, *, max_rows: int = 10_000, timeout_s: float = 10.0
     ) -> QueryResult:
-        try:
-            resp = self._client.post(
-                f"{self.url}/api/sql", json={"sql": sql, "params": params or [], "max_rows": max_rows}
-            )
-        except httpx.HTTPError as exc:
-            raise StoreUnavailableError(f"cannot reach the taskcost server at {self.url}: {exc}") from None
+        resp = self._call("POST", "/api/sql", json={"sql": sql, "params": params or [], "max_rows": max_rows})
         if resp.status_code != 200:
-            try:
-                message = resp.json()["message"]
-            except (ValueError, KeyError, TypeError):
-                message = resp.text[:500]
-            raise QueryError(f"server answered {resp.status_code}: {message}")
+            raise QueryError(f"server answered {resp.status_code}: {_error_message(resp)}")
         doc = resp.json()
         decimal_cols = [i for i, t in enumerate(doc["types"]) if t.startswith("DECIMAL")]
         rows = []
@@ -79,18 +91,58 @@ class RemoteStore:
             rows.append(tuple(row))
         return QueryResult(doc["columns"], doc["types"], rows, doc["truncated"], doc["elapsed_s"])
 
-    def close(self) -> None:
-        self._client.close()
+
+class RemoteAdmin(_Remote):
+    """Key management on a running server (needs its admin token)."""
+
+    def _keys(self, resp: httpx.Response, expect: int = 200) -> Any:
+        if resp.status_code != expect:
+            raise StoreUnavailableError(f"server answered {resp.status_code}: {_error_message(resp)}")
+        return resp.json()
+
+    @staticmethod
+    def _key(doc: dict[str, Any]) -> ApiKey:
+        return ApiKey(doc["id"], doc["project"], doc["kind"], doc["prefix"], doc["created_at"], doc["revoked_at"])
+
+    def create_key(self, project: str, kind: str) -> tuple[ApiKey, str]:
+        resp = self._call("POST", "/api/admin/keys", json={"project": project, "kind": kind})
+        if resp.status_code in (400, 422):
+            raise ValueError(_error_message(resp))
+        doc = self._keys(resp, 201)
+        return self._key(doc), doc["secret"]
+
+    def list_keys(self) -> list[ApiKey]:
+        return [self._key(d) for d in self._keys(self._call("GET", "/api/admin/keys"))]
+
+    def revoke_key(self, key_id: str) -> bool:
+        resp = self._call("DELETE", f"/api/admin/keys/{key_id}")
+        if resp.status_code == 404:
+            return False
+        self._keys(resp)
+        return True
 
 
-def open_target(db: Path, url: str | None) -> RemoteStore | DuckDBStore:
+def open_target(db: Path, url: str | None, key: str | None = None) -> RemoteStore | DuckDBStore:
     """The server at ``url``; else the server that owns ``db``; else ``db`` opened read-only."""
     if url:
-        return RemoteStore(url)
+        return RemoteStore(url, key)
     running = _running_server(db)
     if running:
-        return RemoteStore(running)
+        return RemoteStore(running["url"], key or running.get("admin_token"))
     try:
         return DuckDBStore.open(db, read_only=True)
     except StoreUnavailableError as exc:
         raise StoreUnavailableError(f"{exc}\n(no running server recorded in {server_info_path(db)})") from None
+
+
+def open_admin(db: Path, url: str | None, admin_token: str | None) -> RemoteAdmin | DuckDBStore:
+    """Key management: the server at ``url`` (with ``admin_token``), the server that owns ``db``
+    (its token is in the owner-only info file), or ``db`` itself when no server runs."""
+    if url:
+        if not admin_token:
+            raise ValueError("--url needs --admin-token (or TASKCOST_ADMIN_TOKEN) for key management")
+        return RemoteAdmin(url, admin_token)
+    running = _running_server(db)
+    if running:
+        return RemoteAdmin(running["url"], admin_token or running.get("admin_token"))
+    return DuckDBStore.open(db)

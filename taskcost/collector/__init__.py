@@ -2,5 +2,6 @@
 
 from taskcost.collector._app import create_app
 from taskcost.collector._errors import error_body
+from taskcost.collector._grpc import start_grpc_server
 
-__all__ = ["create_app", "error_body"]
+__all__ = ["create_app", "error_body", "start_grpc_server"]

@@ -4,18 +4,49 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import RedirectResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 
 from taskcost import __version__
 from taskcost.collector._api import api_router
-from taskcost.collector._errors import install_error_handlers
+from taskcost.collector._auth import PROJECT_HEADER, authenticate
+from taskcost.collector._errors import ApiError, error_body, install_error_handlers
+from taskcost.collector._ingest import rules_from_settings
+from taskcost.collector._metrics import Metrics
 from taskcost.collector._otlp import otlp_router
 from taskcost.settings import Settings
 from taskcost.store import Store
 
 __all__ = ["create_app"]
+
+
+class _ReadKeyGate:
+    """ASGI wrapper for the dashboards: a read key is required once auth is on, and the caller's
+    project travels to the Dash callbacks in a header only the server sets."""
+
+    def __init__(self, app: Any, store: Store, admin_token: str | None) -> None:
+        self.app = app
+        self.store = store
+        self.admin_token = admin_token
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        raw = [(k, v) for k, v in scope["headers"] if k.lower() != PROJECT_HEADER.encode()]
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+        try:
+            caller = authenticate(self.store, headers, "read", self.admin_token)
+        except ApiError as exc:
+            await JSONResponse(error_body(exc.status, exc.message), exc.status, headers=exc.headers)(
+                scope, receive, send
+            )
+            return
+        if caller.project is not None:
+            raw.append((PROJECT_HEADER.encode(), caller.project.encode()))
+        await self.app({**scope, "headers": raw}, receive, send)
 
 
 def create_app(
@@ -24,9 +55,11 @@ def create_app(
     *,
     dashboards: bool = True,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
+    admin_token: str | None = None,
 ) -> FastAPI:
     """Build the service around an open store. Nothing is opened or started here; the caller owns
-    the store (and closes it when the server stops, e.g. from ``lifespan``)."""
+    the store (and closes it when the server stops, e.g. from ``lifespan``). ``admin_token``
+    (else ``settings.admin_token``) enables key management over HTTP."""
     app = FastAPI(
         lifespan=lifespan,
         title="taskcost",
@@ -34,17 +67,40 @@ def create_app(
         description="Task-cost accounting for LLM agents: OTLP/HTTP intake and a read-only SQL API.",
     )
     install_error_handlers(app)
-    app.include_router(otlp_router(store, settings.max_body_bytes))
-    app.include_router(api_router(store, sql_timeout_s=settings.sql_timeout_s, sql_max_rows=settings.sql_max_rows))
+    admin_token = admin_token or settings.admin_token
+    metrics = Metrics(store)
+    if hasattr(store, "on_commit"):
+        store.on_commit = metrics.on_commit
+    app.include_router(
+        otlp_router(
+            store,
+            max_body_bytes=settings.max_body_bytes,
+            max_inflight=settings.max_inflight_requests,
+            backpressure_wait_s=settings.backpressure_wait_s,
+            rules=rules_from_settings(settings),
+            metrics=metrics,
+        )
+    )
+    app.include_router(
+        api_router(
+            store,
+            sql_timeout_s=settings.sql_timeout_s,
+            sql_max_rows=settings.sql_max_rows,
+            max_queued_spans=settings.max_queued_spans,
+            metrics=metrics,
+            admin_token=admin_token,
+        )
+    )
     app.state.settings = settings
     app.state.store = store
+    app.state.metrics = metrics
     if dashboards:
         from a2wsgi import WSGIMiddleware
 
         from dashboards import create_dash_app
 
-        dash_app = create_dash_app(store, requests_pathname_prefix="/dash/")
+        dash_app = create_dash_app(store, project_header=PROJECT_HEADER, requests_pathname_prefix="/dash/")
         app.add_api_route("/dash", lambda: RedirectResponse("/dash/"), include_in_schema=False)
-        app.mount("/dash", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
+        app.mount("/dash", _ReadKeyGate(WSGIMiddleware(dash_app.server), store, admin_token))  # type: ignore[arg-type]
         app.state.dash_app = dash_app
     return app

@@ -1,27 +1,32 @@
-"""OTLP/HTTP trace intake: POST /v1/traces, protobuf or JSON, optionally gzip/deflate."""
+"""OTLP/HTTP trace intake: POST /v1/traces, protobuf or JSON, optionally gzip/deflate.
+
+A 200 is sent only after the batch is committed (DuckDB fsyncs its WAL on commit), so an
+acknowledged span survives a crash; a re-sent batch is recognised by its span ids and stored once.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import zlib
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from google.protobuf import json_format
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from taskcost.collector._auth import authenticate
 from taskcost.collector._errors import PROTOBUF, ApiError
-from taskcost.normalize import DecodeError, decode_json, decode_protobuf, normalize_request
-from taskcost.store import PreparedBatch, Store, prepare_batch
+from taskcost.collector._ingest import RETRY_AFTER_S, STORE_FAILED, Ingested, decode_and_prepare, export_response
+from taskcost.collector._metrics import Metrics
+from taskcost.normalize import DecodeError, NormalizeRules
+from taskcost.store import Store, StoreBusyError
 
 __all__ = ["otlp_router"]
 
 log = logging.getLogger("taskcost.collector")
 JSON = "application/json"
-RETRY_AFTER_S = "2"
+_BUSY = {"Retry-After": "1"}
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -57,48 +62,88 @@ def _inflate(body: bytes, encoding: str, limit: int) -> bytes:
     return out
 
 
-def _decode_and_prepare(body: bytes, ctype: str) -> tuple[PreparedBatch, int, list[str]]:
-    try:
-        req = decode_protobuf(body) if ctype == PROTOBUF else decode_json(body)
-    except DecodeError as exc:
-        raise ApiError(400, str(exc)) from None
-    batch = normalize_request(req)
-    return prepare_batch(batch, time.time_ns()), batch.rejected_spans, batch.messages
-
-
-def _response(ctype: str, rejected: int, messages: list[str]) -> Response:
-    msg = ExportTraceServiceResponse()
-    if rejected or messages:
-        msg.partial_success.rejected_spans = rejected
-        msg.partial_success.error_message = "; ".join(messages)
+def _response(ctype: str, ingested: Ingested) -> Response:
+    msg = export_response(ingested)
     if ctype == PROTOBUF:
         return Response(msg.SerializeToString(), media_type=PROTOBUF)
     body = json_format.MessageToJson(msg, indent=None) if msg.ByteSize() else "{}"
     return Response(body, media_type=JSON)
 
 
-def otlp_router(store: Store, max_body_bytes: int) -> APIRouter:
+def _decode(body: bytes, ctype: str, rules: NormalizeRules, project: str | None) -> Ingested:
+    try:
+        return decode_and_prepare(body, protobuf=ctype == PROTOBUF, rules=rules, project=project)
+    except DecodeError as exc:
+        raise ApiError(400, str(exc)) from None
+    except RecursionError:
+        raise ApiError(400, "body is nested too deeply to decode") from None
+
+
+def otlp_router(
+    store: Store,
+    *,
+    max_body_bytes: int,
+    max_inflight: int,
+    backpressure_wait_s: float,
+    rules: NormalizeRules,
+    metrics: Metrics,
+) -> APIRouter:
+    """Back-pressure, in two steps: a request first waits (up to ``backpressure_wait_s``) for one of
+    ``max_inflight`` decoding slots -- its body stays unread, in the client's socket -- then, decoded,
+    for room in the store's write queue. Only if a wait runs out is it refused with 503 + Retry-After,
+    so a client within its usual 10 s export deadline is slowed down rather than turned away."""
     router = APIRouter()
+    inflight = asyncio.Semaphore(max_inflight)
+
+    async def acquire_slot() -> None:
+        if not inflight.locked():
+            await inflight.acquire()
+            return
+        metrics.throttled.labels("in_flight").inc()
+        try:
+            await asyncio.wait_for(inflight.acquire(), timeout=backpressure_wait_s)
+        except TimeoutError:
+            metrics.refused.labels("too_many_in_flight").inc()
+            raise ApiError(503, f"more than {max_inflight} requests in flight; retry shortly", headers=_BUSY) from None
 
     @router.post("/v1/traces", include_in_schema=False)
     async def export_traces(request: Request) -> Response:
+        caller = authenticate(store, request, "ingest")
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if ctype not in (PROTOBUF, JSON):
             raise ApiError(415, f"unsupported Content-Type {ctype or '(none)'!r}; send {PROTOBUF} or {JSON}")
-        body = await _read_body(request, max_body_bytes)
-        encoding = request.headers.get("content-encoding", "").strip().lower()
-        body = _inflate(body, encoding, max_body_bytes)
-        prepared, rejected, messages = await run_in_threadpool(_decode_and_prepare, body, ctype)
-        if prepared.span_count:
+        await acquire_slot()
+        try:
+            body = await _read_body(request, max_body_bytes)
+            encoding = request.headers.get("content-encoding", "").strip().lower()
+            body = _inflate(body, encoding, max_body_bytes)
+            ingested = await run_in_threadpool(_decode, body, ctype, rules, caller.project)
+            prepared = ingested.prepared
+            metrics.received.inc(prepared.span_count + ingested.rejected_spans)
+            if ingested.rejected_spans:
+                metrics.rejected.labels("invalid_span").inc(ingested.rejected_spans)
+            future = None
+            if prepared.span_count:
+                try:
+                    future = store.submit(prepared)
+                except StoreBusyError:
+                    metrics.throttled.labels("queue_full").inc()
+                    try:
+                        future = await run_in_threadpool(store.submit, prepared, backpressure_wait_s)
+                    except StoreBusyError as exc:
+                        metrics.refused.labels("queue_full").inc()
+                        raise ApiError(
+                            503, f"{exc}; nothing of this batch was kept, retry shortly", headers=_BUSY
+                        ) from None
+        finally:
+            inflight.release()
+        if future is not None:
             try:
-                await asyncio.wrap_future(store.submit(prepared))
+                await asyncio.wrap_future(future)
             except Exception as exc:
                 log.error("batch of %d spans not committed: %s", prepared.span_count, exc)
-                raise ApiError(
-                    503,
-                    "the store could not commit this batch; nothing of it was kept, retry later",
-                    headers={"Retry-After": RETRY_AFTER_S},
-                ) from None
-        return _response(ctype, rejected, messages)
+                metrics.refused.labels("store_failed").inc()
+                raise ApiError(503, STORE_FAILED, headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+        return _response(ctype, ingested)
 
     return router

@@ -1,18 +1,23 @@
-"""OTLP requests -> canonical span, call, tool and task records. Pure functions, no state."""
+"""OTLP requests -> canonical span, call, tool and task records. Pure functions, no state.
+
+Which attribute names are read, in which precedence, is the table in _conventions (docs/conventions.md)."""
 
 from taskcost.normalize._decode import DecodeError, decode_json, decode_protobuf
+from taskcost.normalize._normalize import normalize_request
 from taskcost.normalize._records import (
     LLMCallRecord,
     NormalizedBatch,
     SpanRecord,
     TaskRecord,
     ToolCallRecord,
-    normalize_request,
 )
+from taskcost.normalize._rules import DEFAULT_RULES, NormalizeRules
 
 __all__ = [
+    "DEFAULT_RULES",
     "DecodeError",
     "LLMCallRecord",
+    "NormalizeRules",
     "NormalizedBatch",
     "SpanRecord",
     "TaskRecord",

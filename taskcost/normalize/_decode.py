@@ -41,6 +41,14 @@ def _hex_to_b64(value: Any, where: str) -> Any:
     return base64.b64encode(raw).decode("ascii")
 
 
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DecodeError(f"{where} must be an array, got {type(value).__name__}")
+    return value
+
+
 def _fix_ids(spans: list[Any], where: str) -> None:
     for i, span in enumerate(spans):
         if not isinstance(span, dict):
@@ -48,31 +56,36 @@ def _fix_ids(spans: list[Any], where: str) -> None:
         for key in _ID_FIELDS:
             if key in span:
                 span[key] = _hex_to_b64(span[key], f"{where}[{i}].{key}")
-        for j, link in enumerate(span.get("links") or []):
-            if isinstance(link, dict):
-                for key in _ID_FIELDS:
-                    if key in link:
-                        link[key] = _hex_to_b64(link[key], f"{where}[{i}].links[{j}].{key}")
+        for j, link in enumerate(_list(span.get("links"), f"{where}[{i}].links")):
+            if not isinstance(link, dict):
+                raise DecodeError(f"{where}[{i}].links[{j}] must be an object")
+            for key in _ID_FIELDS:
+                if key in link:
+                    link[key] = _hex_to_b64(link[key], f"{where}[{i}].links[{j}].{key}")
 
 
 def decode_json(body: bytes) -> ExportTraceServiceRequest:
     """Decode the OTLP JSON mapping: hex ids, integer enums, int64 as strings or numbers."""
     try:
         doc = json.loads(body)
+    except RecursionError:
+        raise DecodeError("JSON is nested too deeply") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DecodeError(f"body is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise DecodeError("body must be a JSON object (ExportTraceServiceRequest)")
-    for r, rs in enumerate(doc.get("resourceSpans") or doc.get("resource_spans") or []):
+    for r, rs in enumerate(_list(doc.get("resourceSpans", doc.get("resource_spans")), "resourceSpans")):
         if not isinstance(rs, dict):
             raise DecodeError(f"resourceSpans[{r}] must be an object")
-        for s, ss in enumerate(rs.get("scopeSpans") or rs.get("scope_spans") or []):
+        scopes = _list(rs.get("scopeSpans", rs.get("scope_spans")), f"resourceSpans[{r}].scopeSpans")
+        for s, ss in enumerate(scopes):
             if not isinstance(ss, dict):
                 raise DecodeError(f"resourceSpans[{r}].scopeSpans[{s}] must be an object")
-            _fix_ids(ss.get("spans") or [], f"resourceSpans[{r}].scopeSpans[{s}].spans")
+            where = f"resourceSpans[{r}].scopeSpans[{s}].spans"
+            _fix_ids(_list(ss.get("spans"), where), where)
     msg = ExportTraceServiceRequest()
     try:
         json_format.ParseDict(doc, msg, ignore_unknown_fields=True)
-    except (json_format.ParseError, TypeError, ValueError) as exc:
+    except (json_format.ParseError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         raise DecodeError(f"JSON is not an OTLP ExportTraceServiceRequest: {exc}") from None
     return msg

@@ -24,6 +24,8 @@ _QUANTUM = Decimal("1e-12")
 # library's own lookup does not find them, or finds the wrong one. Anything not listed is passed as-is.
 PROVIDER_IDS: dict[str, str] = {
     "azure.ai.openai": "openai",
+    "azure.ai.inference": "azure",
+    "az.ai.inference": "azure",
     "az.ai.openai": "openai",
     "x_ai": "x-ai",
     "xai": "x-ai",

@@ -6,6 +6,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from taskcost.store._keys import ApiKey
 from taskcost.store._rows import PreparedBatch
 
 __all__ = [
@@ -60,7 +61,7 @@ class QueryResult:
 class Store(Protocol):
     """What the collector, analytics and CLI may ask of storage."""
 
-    def submit(self, batch: PreparedBatch) -> Future[CommitInfo]: ...
+    def submit(self, batch: PreparedBatch, wait_s: float = ...) -> Future[CommitInfo]: ...
 
     def query(
         self,
@@ -73,3 +74,21 @@ class Store(Protocol):
     ) -> QueryResult: ...
 
     def close(self) -> None: ...
+
+    # operations and access control
+    @property
+    def queued_spans(self) -> int: ...
+
+    @property
+    def writer_alive(self) -> bool: ...
+
+    @property
+    def auth_enabled(self) -> bool: ...
+
+    def verify_key(self, secret: str) -> ApiKey | None: ...
+
+    def create_key(self, project: str, kind: str) -> tuple[ApiKey, str]: ...
+
+    def revoke_key(self, key_id: str) -> bool: ...
+
+    def list_keys(self) -> list[ApiKey]: ...

@@ -80,7 +80,7 @@ class DuckDBStore:
         self._schemas: dict[str, pa.Schema] = {}
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._queued_spans = 0
-        self._queued_lock = threading.Lock()
+        self._queued_lock = threading.Condition()
         self._writer: threading.Thread | None = None
         self._closed = False
         self._keys_lock = threading.Lock()
@@ -137,15 +137,20 @@ class DuckDBStore:
         """Spans accepted for writing and not yet committed."""
         return self._queued_spans
 
-    def submit(self, batch: PreparedBatch) -> Future[CommitInfo]:
+    def submit(self, batch: PreparedBatch, wait_s: float = 0.0) -> Future[CommitInfo]:
         """Queue a batch for the single writer; the future resolves once it is committed.
 
-        Raises StoreBusyError (nothing queued) when the queue is full: back-pressure.
+        When the queue is full, wait up to ``wait_s`` for room, then raise StoreBusyError (nothing
+        queued): back-pressure.
         """
         if self.read_only or self._closed:
             raise StoreUnavailableError("store is closed or read-only")
+
+        def has_room() -> bool:
+            return not self._queued_spans or self._queued_spans + batch.span_count <= self._max_queued_spans
+
         with self._queued_lock:
-            if self._queued_spans and self._queued_spans + batch.span_count > self._max_queued_spans:
+            if not self._queued_lock.wait_for(has_room, timeout=wait_s):
                 raise StoreBusyError(f"write queue full ({self._queued_spans} spans waiting)")
             self._queued_spans += batch.span_count
         job = _Job(batch)
@@ -176,6 +181,7 @@ class DuckDBStore:
                 self._commit(cur, jobs)
                 with self._queued_lock:
                     self._queued_spans -= spans
+                    self._queued_lock.notify_all()
                 if stop:
                     return
         finally:

@@ -144,7 +144,10 @@ SELECT
     server_address, service_name, conversation_id, agent_name, agent_version, harness_version,
     engine, engine_version, quantization, gpu_type, gpu_count, cluster_id, deployment,
     container_image_name, container_image_tags, k8s_cluster_name, cloud_region
-FROM llm_call_rows;
+FROM llm_call_rows
+-- one provider response counts once, also when its duplicate spans came in different requests
+QUALIFY response_id IS NULL
+    OR row_number() OVER (PARTITION BY project, trace_id, response_id ORDER BY received_ns, span_id) = 1;
 
 CREATE OR REPLACE VIEW tool_calls AS
 SELECT
@@ -160,7 +163,8 @@ WITH t AS (
     SELECT project, task_id,
         any_value(kind) AS kind,
         arg_max(outcome, end_ns) AS outcome,
-        min(start_ns) AS start_ns, max(end_ns) AS end_ns,
+        {_TS.format(col="min(start_ns)")} AS start_time,
+        {_TS.format(col="max(end_ns)")} AS end_time,
         any_value(harness_version) AS harness_version,
         any_value(agent_name) AS agent_name,
         any_value(agent_version) AS agent_version,
@@ -179,17 +183,18 @@ WITH t AS (
         sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
         sum(cost_usd) AS llm_cost_usd,
         count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_calls,
-        min(start_ns) AS c_start_ns, max(end_ns) AS c_end_ns
-    FROM llm_call_rows GROUP BY project, task_id
+        min(start_time) AS c_start_time, max(end_time) AS c_end_time
+    FROM llm_calls GROUP BY project, task_id
 ), tl AS (
     SELECT project, task_id, count(*) AS tool_calls, sum(cost_usd) AS tool_cost_usd
     FROM tool_call_rows GROUP BY project, task_id
 )
 SELECT
     project, task_id, t.kind, t.outcome,
-    {_TS.format(col="coalesce(t.start_ns, c.c_start_ns)")} AS start_time,
-    {_TS.format(col="coalesce(t.end_ns, c.c_end_ns)")} AS end_time,
-    (coalesce(t.end_ns, c.c_end_ns) - coalesce(t.start_ns, c.c_start_ns)) / 1e9 AS duration_s,
+    coalesce(t.start_time, c.c_start_time) AS start_time,
+    coalesce(t.end_time, c.c_end_time) AS end_time,
+    epoch_us(coalesce(t.end_time, c.c_end_time)) / 1e6 - epoch_us(coalesce(t.start_time, c.c_start_time)) / 1e6
+        AS duration_s,
     coalesce(c.llm_calls, 0) AS llm_calls,
     coalesce(c.attempts, 0) AS attempts,
     coalesce(c.attempts, 0) - coalesce(c.llm_calls, 0) AS retries,

@@ -1,0 +1,47 @@
+"""What every command shares: the Typer app, consoles, options, errors, settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from taskcost.settings import Settings, load_settings
+
+__all__ = ["DbOption", "KeyOption", "UrlOption", "app", "err", "fail", "out", "settings_or_exit"]
+
+app = typer.Typer(
+    name="taskcost",
+    help="Task-cost accounting for LLM agents: serve the collector, query the data.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+DbOption = Annotated[
+    Path | None,
+    typer.Option("--db", help="DuckDB file [env TASKCOST_DB; default taskcost.duckdb]", show_default=False),
+]
+UrlOption = Annotated[
+    str | None,
+    typer.Option("--url", help="Ask this running server instead [env TASKCOST_URL]", show_default=False),
+]
+KeyOption = Annotated[
+    str | None,
+    typer.Option("--key", help="API key for --url when the server requires one [env TASKCOST_KEY]", show_default=False),
+]
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def settings_or_exit(**given: Any) -> Settings:
+    try:
+        return load_settings(**given)
+    except ValueError as exc:
+        raise fail(f"bad configuration: {exc}") from None

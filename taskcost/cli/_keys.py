@@ -1,0 +1,87 @@
+"""`taskcost keys`: create, list and revoke API keys (through the running server, or in the file)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from taskcost.cli._common import DbOption, UrlOption, app, err, fail, out, settings_or_exit
+from taskcost.store import KEY_KINDS, StoreUnavailableError
+
+__all__ = ["keys_app"]
+
+keys_app = typer.Typer(help="API keys: ingest keys send spans, read keys query; each belongs to one project.")
+app.add_typer(keys_app, name="keys")
+
+AdminOption = Annotated[
+    str | None,
+    typer.Option("--admin-token", help="Admin token of the server at --url [env TASKCOST_ADMIN_TOKEN]"),
+]
+
+
+def _admin(db: Any, url: str | None, admin_token: str | None) -> Any:
+    from taskcost.cli._target import open_admin
+
+    settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
+    try:
+        return open_admin(settings.db, settings.url, settings.admin_token)
+    except (StoreUnavailableError, ValueError) as exc:
+        raise fail(str(exc)) from None
+
+
+@keys_app.command("create")
+def create(
+    project: Annotated[str, typer.Argument(help="Project the key belongs to")],
+    kind: Annotated[str, typer.Option(help=f"One of {', '.join(KEY_KINDS)}")] = "ingest",
+    db: DbOption = None,
+    url: UrlOption = None,
+    admin_token: AdminOption = None,
+) -> None:
+    """Create a key and print its secret (shown this once). The first key turns authentication on."""
+    target = _admin(db, url, admin_token)
+    try:
+        key, secret = target.create_key(project, kind)
+    except (ValueError, StoreUnavailableError) as exc:
+        raise fail(str(exc)) from None
+    finally:
+        target.close()
+    err.print(f"created {key.kind} key {key.id} for project {key.project!r}; its secret (shown once):", highlight=False)
+    out.print(secret, highlight=False)
+
+
+@keys_app.command("list")
+def list_(db: DbOption = None, url: UrlOption = None, admin_token: AdminOption = None) -> None:
+    """Every key: id, project, kind, prefix, created, revoked (never the secret)."""
+    target = _admin(db, url, admin_token)
+    try:
+        keys = target.list_keys()
+    except StoreUnavailableError as exc:
+        raise fail(str(exc)) from None
+    finally:
+        target.close()
+    table = Table("id", "project", "kind", "prefix", "created", "revoked")
+    for k in keys:
+        table.add_row(k.id, k.project, k.kind, k.prefix + "...", str(k.created_at or ""), str(k.revoked_at or ""))
+    out.print(table)
+
+
+@keys_app.command("revoke")
+def revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id (see `taskcost keys list`)")],
+    db: DbOption = None,
+    url: UrlOption = None,
+    admin_token: AdminOption = None,
+) -> None:
+    """Revoke a key; requests with it are refused from now on."""
+    target = _admin(db, url, admin_token)
+    try:
+        done = target.revoke_key(key_id)
+    except StoreUnavailableError as exc:
+        raise fail(str(exc)) from None
+    finally:
+        target.close()
+    if not done:
+        raise fail(f"no active key {key_id!r}")
+    err.print(f"revoked {key_id}", highlight=False)

@@ -1,0 +1,191 @@
+"""OTLP/gRPC trace intake: `opentelemetry.proto.collector.trace.v1.TraceService/Export` on `grpc_port` (4317).
+
+The same path as OTLP/HTTP (_ingest: decode -> normalise -> price), the same store, and the spec's answers in gRPC
+terms:
+
+- a body that is not an ExportTraceServiceRequest: INVALID_ARGUMENT (not retryable). The request is decoded here,
+  not by grpc, which would answer INTERNAL;
+- a message above `max_body_bytes`: RESOURCE_EXHAUSTED (grpc's own limit, set to the same size as HTTP's);
+- the store could not commit: UNAVAILABLE with a RetryInfo, both in `grpc-status-details-bin` (google.rpc.Status,
+  read by .NET and the Collector) and in the `google.rpc.retryinfo-bin` trailer (the only place the Python exporter
+  reads it); nothing of the batch is kept;
+- spans with bad ids: OK with `partial_success` (rejected count and message), the rest stored;
+- once API keys exist, the same ingest-key check as HTTP, on the call's metadata (`authorization: Bearer <key>`):
+  no or a bad key is UNAUTHENTICATED, a key of the wrong kind PERMISSION_DENIED; the key decides the project.
+
+OK is answered only after the batch is committed.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+from taskcost.collector._ingest import (
+    RETRY_AFTER_S,
+    STORE_FAILED,
+    decode_and_prepare,
+    export_response,
+    rules_from_settings,
+)
+from taskcost.normalize import DecodeError, NormalizeRules
+from taskcost.settings import Settings
+from taskcost.store import Store
+
+__all__ = ["EXPORT_METHOD", "GrpcReceiver", "ingest_key_check", "start_grpc_server"]
+
+log = logging.getLogger("taskcost.collector")
+
+SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
+EXPORT_METHOD = f"/{SERVICE}/Export"
+WORKERS = 4  # threads answering Export calls; the single store writer is the bottleneck anyway
+MAX_CONCURRENT_RPCS = 64  # beyond this grpc answers RESOURCE_EXHAUSTED at once (bounded memory)
+COMMIT_WAIT_S = 60.0  # longest wait for the store's commit when the client set no deadline
+RETRY_INFO_TRAILER = "google.rpc.retryinfo-bin"
+STATUS_DETAILS_TRAILER = "grpc-status-details-bin"
+
+Authenticate = Callable[[Mapping[str, str]], "str | None"]
+"""Given the call's metadata (keys lower-case), return the project the caller may write to (None: the default
+project), or raise PermissionError to refuse with UNAUTHENTICATED."""
+
+_AUTH_CODES = {401: grpc.StatusCode.UNAUTHENTICATED, 403: grpc.StatusCode.PERMISSION_DENIED}
+
+
+class _Refused(PermissionError):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def ingest_key_check(store: Store) -> Authenticate:
+    """The HTTP receiver's ingest-key check, on gRPC metadata (a no-op while no key exists)."""
+
+    def check(metadata: Mapping[str, str]) -> str | None:
+        if not getattr(store, "auth_enabled", False):
+            return None
+        from taskcost.collector._auth import authenticate
+        from taskcost.collector._errors import ApiError
+
+        try:
+            return authenticate(store, dict(metadata), "ingest").project
+        except ApiError as exc:
+            raise _Refused(_AUTH_CODES.get(exc.status, grpc.StatusCode.UNAUTHENTICATED), exc.message) from None
+
+    return check
+
+
+class _Status(collections.namedtuple("_Status", ("code", "details", "trailing_metadata")), grpc.Status):
+    """A status with trailing metadata, for `abort_with_status` (the shape grpcio-status builds)."""
+
+
+def unavailable_status(message: str, retry_after_s: int = RETRY_AFTER_S) -> Any:
+    """UNAVAILABLE with a RetryInfo in both places clients look for it."""
+    retry = error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=retry_after_s))
+    detail = any_pb2.Any()
+    detail.Pack(retry)
+    rich = status_pb2.Status(code=code_pb2.UNAVAILABLE, message=message, details=[detail])
+    return _Status(
+        grpc.StatusCode.UNAVAILABLE,
+        message,
+        ((STATUS_DETAILS_TRAILER, rich.SerializeToString()), (RETRY_INFO_TRAILER, retry.SerializeToString())),
+    )
+
+
+class _TraceService:
+    def __init__(self, store: Store, rules: NormalizeRules, authenticate: Authenticate | None) -> None:
+        self.store = store
+        self.rules = rules
+        self.authenticate = authenticate
+
+    def export(self, body: bytes, context: grpc.ServicerContext) -> bytes:
+        project = None
+        if self.authenticate is not None:
+            metadata = {k.lower(): v for k, v in context.invocation_metadata() if isinstance(v, str)}
+            try:
+                project = self.authenticate(metadata)
+            except PermissionError as exc:
+                code = exc.code if isinstance(exc, _Refused) else grpc.StatusCode.UNAUTHENTICATED
+                context.abort(code, str(exc) or "unauthenticated")
+        try:
+            ingested = decode_and_prepare(body, protobuf=True, rules=self.rules, project=project)
+        except DecodeError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except RecursionError:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "request is nested too deeply to decode")
+        if ingested.prepared.span_count:
+            remaining = context.time_remaining()
+            wait = COMMIT_WAIT_S if remaining is None else max(0.0, min(remaining, COMMIT_WAIT_S))
+            try:
+                self.store.submit(ingested.prepared).result(timeout=wait)
+            except Exception as exc:
+                log.error("gRPC batch of %d spans not committed: %s", ingested.prepared.span_count, exc)
+                context.abort_with_status(unavailable_status(STORE_FAILED))
+        return bytes(export_response(ingested).SerializeToString())
+
+
+class GrpcReceiver:
+    """A running OTLP/gRPC receiver. `stop(grace)` refuses new calls and lets running ones finish for `grace` s."""
+
+    def __init__(self, server: grpc.Server, host: str, port: int) -> None:
+        self._server = server
+        self.host = host
+        self.port = port
+
+    @property
+    def endpoint(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    def stop(self, grace: float | None = 5.0) -> None:
+        self._server.stop(grace).wait()
+
+
+def start_grpc_server(
+    store: Store,
+    settings: Settings,
+    *,
+    rules: NormalizeRules | None = None,
+    authenticate: Authenticate | None = None,
+) -> GrpcReceiver | None:
+    """Serve OTLP/gRPC on `settings.host:settings.grpc_port`; None when `grpc_port` is 0 (the receiver is off).
+
+    `authenticate` defaults to the HTTP receiver's ingest-key check. Raises OSError when the address cannot be
+    bound (e.g. the port is taken)."""
+    if settings.grpc_port == 0:
+        return None
+    check = authenticate if authenticate is not None else ingest_key_check(store)
+    service = _TraceService(store, rules or rules_from_settings(settings), check)
+    handler = grpc.method_handlers_generic_handler(
+        SERVICE,
+        # no (de)serializers: the body is decoded by the shared path, so undecodable input is INVALID_ARGUMENT
+        {"Export": grpc.unary_unary_rpc_method_handler(service.export)},
+    )
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="taskcost-grpc"),
+        handlers=[handler],
+        options=[
+            ("grpc.max_receive_message_length", settings.max_body_bytes),
+            ("grpc.max_send_message_length", 4 * 1024 * 1024),
+            ("grpc.so_reuseport", 0),
+        ],
+        maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
+    )
+    host = settings.host
+    address = f"[{host}]:{settings.grpc_port}" if ":" in host else f"{host}:{settings.grpc_port}"
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise OSError(f"cannot serve OTLP/gRPC on {address}: {exc}") from None
+    if not port:
+        raise OSError(f"cannot serve OTLP/gRPC on {address} (is the port taken?)")
+    server.start()
+    log.info("OTLP/gRPC receiver on %s", address)
+    return GrpcReceiver(server, host, port)

@@ -1,0 +1,63 @@
+"""The intake path every receiver shares: decode -> normalise -> price and lay out. The caller submits the result
+to the store and answers in its own protocol (OTLP/HTTP in _otlp, OTLP/gRPC in _grpc)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from taskcost.normalize import DEFAULT_RULES, NormalizeRules, decode_json, decode_protobuf, normalize_request
+from taskcost.settings import Settings
+from taskcost.store import PreparedBatch, prepare_batch
+
+__all__ = [
+    "RETRY_AFTER_S",
+    "STORE_FAILED",
+    "Ingested",
+    "decode_and_prepare",
+    "export_response",
+    "rules_from_settings",
+]
+
+RETRY_AFTER_S = 2  # what a client should wait before retrying a batch the store could not take
+STORE_FAILED = "the store could not commit this batch; nothing of it was kept, retry later"
+
+
+@dataclass(slots=True)
+class Ingested:
+    prepared: PreparedBatch
+    rejected_spans: int = 0
+    messages: list[str] = field(default_factory=list)
+
+
+def decode_and_prepare(
+    body: bytes, *, protobuf: bool, rules: NormalizeRules = DEFAULT_RULES, project: str | None = None
+) -> Ingested:
+    """Decode one ExportTraceServiceRequest body and turn it into priced rows. Raises DecodeError on bad input."""
+    req = decode_protobuf(body) if protobuf else decode_json(body)
+    batch = normalize_request(req, rules)
+    now = time.time_ns()
+    prepared = prepare_batch(batch, now) if project is None else prepare_batch(batch, now, project)
+    return Ingested(prepared, batch.rejected_spans, batch.messages)
+
+
+def export_response(ingested: Ingested) -> ExportTraceServiceResponse:
+    """Success, with `partial_success` set only when spans were rejected or there is a warning (the spec's rule)."""
+    msg = ExportTraceServiceResponse()
+    if ingested.rejected_spans or ingested.messages:
+        msg.partial_success.rejected_spans = ingested.rejected_spans
+        msg.partial_success.error_message = "; ".join(ingested.messages)
+    return msg
+
+
+def rules_from_settings(settings: Settings) -> NormalizeRules:
+    """The normaliser's task rules from the settings that configure them (defaults where a setting is absent)."""
+    return NormalizeRules.build(
+        task_id_attributes=settings.task_id_attributes,
+        outcome_attribute=settings.task_outcome_attribute,
+        outcome_values=settings.task_outcome_values,
+        implicit_tasks=settings.implicit_tasks,
+        fold_duplicates=settings.fold_duplicate_spans,
+    )

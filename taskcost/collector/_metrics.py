@@ -1,0 +1,53 @@
+"""Prometheus metrics, in a registry of the app's own (no global state)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from taskcost.store import CommitInfo, Store
+
+__all__ = ["Metrics"]
+
+
+class Metrics:
+    def __init__(self, store: Store) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.received = Counter("taskcost_spans_received", "Spans received in well-formed requests", registry=r)
+        self.accepted = Counter("taskcost_spans_accepted", "Spans committed to the store (new)", registry=r)
+        self.deduplicated = Counter(
+            "taskcost_spans_deduplicated", "Spans re-sent and skipped (already stored)", registry=r
+        )
+        self.rejected = Counter(
+            "taskcost_spans_rejected", "Spans rejected as invalid (partial success)", ["reason"], registry=r
+        )
+        self.refused = Counter(
+            "taskcost_requests_refused",
+            "Requests answered 503 (queue full, too many in flight, store failure): nothing kept, client retries",
+            ["reason"],
+            registry=r,
+        )
+        self.throttled = Counter(
+            "taskcost_requests_throttled",
+            "Requests that had to wait for a decoding slot or for room in the write queue",
+            ["reason"],
+            registry=r,
+        )
+        self.dropped = Counter(
+            "taskcost_spans_dropped", "Spans acknowledged but not stored (always 0: ack follows commit)", registry=r
+        )
+        self.bad_requests = Counter("taskcost_requests_invalid", "Requests refused with a 4xx", ["status"], registry=r)
+        self.write_seconds = Histogram(
+            "taskcost_write_seconds",
+            "Duration of one commit of the single writer",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=r,
+        )
+        queue = Gauge("taskcost_write_queue_spans", "Spans accepted and waiting for the writer", registry=r)
+        queue.set_function(lambda: float(store.queued_spans))
+        self.dropped.inc(0)
+
+    def on_commit(self, info: CommitInfo) -> None:
+        self.accepted.inc(info.spans)
+        self.deduplicated.inc(info.deduplicated)
+        self.write_seconds.observe(info.seconds)

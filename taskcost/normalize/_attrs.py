@@ -1,0 +1,125 @@
+"""Attribute values: OTLP AnyValue -> Python, and typed, validated reads over span and resource attributes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+__all__ = ["MAX_TOKENS", "Attrs", "any_value", "attributes_dict", "to_decimal", "to_int"]
+
+# A token count above this is not a real request; it is treated as absent (and counted as a warning).
+MAX_TOKENS = 10**12
+
+
+def any_value(v: AnyValue) -> Any:
+    which = v.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "array_value":
+        return [any_value(x) for x in v.array_value.values]
+    if which == "kvlist_value":
+        return attributes_dict(v.kvlist_value.values)
+    if which == "bytes_value":
+        return v.bytes_value.hex()
+    return getattr(v, which)
+
+
+def attributes_dict(kvs: Any) -> dict[str, Any]:
+    return {kv.key: any_value(kv.value) for kv in kvs}
+
+
+def to_int(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def to_decimal(value: Any) -> Decimal | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        d = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return None
+    return d if d.is_finite() and d >= 0 else None
+
+
+class Attrs:
+    """Span attributes over resource attributes: the span wins. Reads take names in precedence order."""
+
+    __slots__ = ("span", "resource", "warn")
+
+    def __init__(
+        self, span: dict[str, Any], resource: dict[str, Any], warn: Callable[[str], None] | None = None
+    ) -> None:
+        self.span = span
+        self.resource = resource
+        self.warn = warn
+
+    def get(self, key: str) -> Any:
+        value = self.span.get(key)
+        return self.resource.get(key) if value is None else value
+
+    def has(self, *keys: str) -> bool:
+        return any(self.get(k) is not None for k in keys)
+
+    def text(self, *keys: str) -> str | None:
+        for key in keys:
+            value = self.get(key)
+            if value is not None and value != "" and not isinstance(value, (list, dict)):
+                return value if isinstance(value, str) else str(value)
+        return None
+
+    def integer(self, *keys: str, limit: int = MAX_TOKENS) -> int | None:
+        """The first key with a whole number in [0, limit]; out-of-range values are skipped with a warning."""
+        for key in keys:
+            value = to_int(self.get(key))
+            if value is not None:
+                if 0 <= value <= limit:
+                    return value
+                if self.warn is not None:
+                    self.warn(f"ignored out-of-range {key}={value}")
+        return None
+
+    def number(self, *keys: str) -> float | None:
+        for key in keys:
+            value = self.get(key)
+            if isinstance(value, bool) or value is None:
+                continue
+            try:
+                f = float(value)
+            except (TypeError, ValueError):
+                continue
+            if math.isfinite(f) and f >= 0:
+                return f
+        return None
+
+    def flag(self, *keys: str) -> bool:
+        for key in keys:
+            value = self.get(key)
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+                return value.strip().lower() == "true"
+        return False
+
+    def text_list(self, key: str) -> list[str] | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        if isinstance(value, list):
+            return [str(x) for x in value]
+        return [str(value)]

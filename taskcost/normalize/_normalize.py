@@ -1,0 +1,314 @@
+"""One ExportTraceServiceRequest -> span, LLM call, tool call and task records. Pure: no state, no I/O.
+
+Two passes: every span is read first (so a span can inherit its task id from an ancestor in the same request and
+a trace root can tell whether GenAI work sits beneath it), then records are built and the spans of one provider
+response are folded into one call (_fold).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+from taskcost.normalize import _conventions as C
+from taskcost.normalize import _extract as X
+from taskcost.normalize import _names as N
+from taskcost.normalize._attrs import Attrs, attributes_dict, to_decimal
+from taskcost.normalize._fold import Candidate, fold_calls
+from taskcost.normalize._records import (
+    LLMCallRecord,
+    NormalizedBatch,
+    SpanRecord,
+    TaskRecord,
+    ToolCallRecord,
+)
+from taskcost.normalize._rules import DEFAULT_RULES, NormalizeRules
+
+__all__ = ["normalize_request"]
+
+_ERROR = Status.STATUS_CODE_ERROR
+_MAX_DEPTH = 256
+_MAX_GPUS = 100_000
+
+
+@dataclass(slots=True)
+class _Parsed:
+    span: Span
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    scope_name: str
+    attrs: Attrs
+    service: str | None
+    op: str | None
+    role: str | None
+    own_task_id: str | None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.trace_id, self.span_id)
+
+
+def normalize_request(req: ExportTraceServiceRequest, rules: NormalizeRules = DEFAULT_RULES) -> NormalizedBatch:
+    out = NormalizedBatch()
+    parsed: list[_Parsed] = []
+    for rs in req.resource_spans:
+        resource = attributes_dict(rs.resource.attributes)
+        resource_json = json.dumps(resource, separators=(",", ":"), sort_keys=True)
+        service = resource.get(N.SERVICE_NAME)
+        service = None if service is None else str(service)
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                if len(span.trace_id) != 16 or len(span.span_id) != 8 or not any(span.trace_id):
+                    out.reject(f"span {span.name!r}: trace_id must be 16 bytes and span_id 8 bytes")
+                    continue
+                if span.parent_span_id and len(span.parent_span_id) != 8:
+                    out.reject(f"span {span.name!r}: parent_span_id must be 8 bytes")
+                    continue
+                parsed.append(
+                    _parse(out, rules, span, ss.scope.name, ss.scope.version, resource, resource_json, service)
+                )
+    _build(out, rules, parsed)
+    return out
+
+
+def _parse(
+    out: NormalizedBatch,
+    rules: NormalizeRules,
+    span: Span,
+    scope_name: str,
+    scope_version: str,
+    resource: dict[str, Any],
+    resource_json: str,
+    service: str | None,
+) -> _Parsed:
+    span_attrs = attributes_dict(span.attributes)
+    trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
+    parent_id = span.parent_span_id.hex() or None
+    events = [
+        {"name": e.name, "time_ns": e.time_unix_nano, "attributes": attributes_dict(e.attributes)} for e in span.events
+    ]
+    out.spans.append(
+        SpanRecord(
+            trace_id=trace_id,
+            span_id=span_id,
+            parent_span_id=parent_id,
+            name=span.name,
+            kind=int(span.kind),
+            start_ns=span.start_time_unix_nano,
+            end_ns=span.end_time_unix_nano,
+            status_code=int(span.status.code),
+            status_message=span.status.message,
+            service_name=service,
+            scope_name=scope_name,
+            scope_version=scope_version,
+            attributes=json.dumps(span_attrs, separators=(",", ":"), sort_keys=True),
+            resource_attributes=resource_json,
+            events=json.dumps(events, separators=(",", ":")),
+        )
+    )
+    a = Attrs(span_attrs, resource, out.warn)
+    op = X.operation(a)
+    return _Parsed(
+        span=span,
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=parent_id,
+        scope_name=scope_name,
+        attrs=a,
+        service=service,
+        op=op,
+        role=X.role(span_attrs, op),
+        own_task_id=a.text(*rules.task_id_attributes) if rules.task_id_attributes else None,
+    )
+
+
+class _TaskIds:
+    """A span's task id: its own (first configured attribute), else its nearest ancestor's in this request."""
+
+    def __init__(self, parsed: list[_Parsed]) -> None:
+        self.index = {p.key: p for p in parsed}
+        self.memo: dict[tuple[str, str], str | None] = {}
+
+    def inherited(self, p: _Parsed) -> str | None:
+        path: list[tuple[str, str]] = []
+        cur: _Parsed | None = p
+        found: str | None = None
+        for _ in range(_MAX_DEPTH):
+            if cur is None:
+                break
+            if cur.key in self.memo:
+                found = self.memo[cur.key]
+                break
+            path.append(cur.key)
+            if cur.own_task_id is not None:
+                found = cur.own_task_id
+                break
+            cur = self.index.get((cur.trace_id, cur.parent_id)) if cur.parent_id else None
+        for key in path:
+            self.memo[key] = found
+        return found
+
+
+def _status(p: _Parsed) -> tuple[str, str | None]:
+    a, span = p.attrs, p.span
+    status = "error" if span.status.code == _ERROR else "ok"
+    error_type = a.text(*C.ERROR_TYPE) if status == "error" or N.ERROR_TYPE in a.span else None
+    if error_type is None and status == "error":
+        error_type = X.error_type_from_events(span)
+    if error_type is not None:
+        status = "error"
+    return status, error_type
+
+
+def _outcome(a: Attrs, rules: NormalizeRules, status: str) -> str:
+    outcome = a.text(N.TASK_OUTCOME)
+    if outcome in N.OUTCOMES:
+        return outcome
+    if rules.outcome_attribute:
+        mapped = rules.outcome_from(a.get(rules.outcome_attribute))
+        if mapped is not None:
+            return mapped
+    return "failed" if status == "error" else "completed"
+
+
+def _is_task_root(p: _Parsed, explicit_task_traces: set[str], genai_traces: set[str]) -> bool:
+    """A trace root that stands for a task although no span says `taskcost.task.kind` (foreign instrumentation)."""
+    if p.parent_id is not None or p.role == "task" or p.trace_id in explicit_task_traces:
+        return False
+    if N.CALL_ID in p.attrs.span:
+        return False  # the taskcost SDK's call outside any task: SDK users mark their tasks themselves
+    return (
+        p.role in ("llm", "tool")
+        or p.op in C.TASK_MARKER_OPERATIONS
+        or p.own_task_id is not None
+        or p.trace_id in genai_traces
+    )
+
+
+def _build(out: NormalizedBatch, rules: NormalizeRules, parsed: list[_Parsed]) -> None:
+    ids = _TaskIds(parsed)
+    explicit_task_traces = {p.trace_id for p in parsed if p.role == "task"}
+    genai_traces = {p.trace_id for p in parsed if p.role in ("llm", "tool")}
+    candidates: list[Candidate] = []
+    for p in parsed:
+        implicit = rules.implicit_tasks and _is_task_root(p, explicit_task_traces, genai_traces)
+        if p.role is None and not implicit:
+            continue
+        rule_id = ids.inherited(p)
+        task_id = rule_id or f"trace:{p.trace_id}"
+        status, error_type = _status(p)
+        if p.role == "llm":
+            record = _llm_call(p, task_id, status, error_type)
+            sdk = N.CALL_ID in p.attrs.span or N.TASK_ID in p.attrs.span
+            usage = X.Usage(
+                record.input_tokens,
+                record.output_tokens,
+                record.cache_read_tokens,
+                record.cache_write_tokens,
+                record.reasoning_tokens,
+            )
+            candidates.append(Candidate(record, p.parent_id, p.scope_name, usage, sdk, rule_id is not None))
+        elif p.role == "tool":
+            out.tool_calls.append(_tool_call(p, task_id, status, error_type))
+        if p.role == "task" or implicit:
+            out.tasks.append(_task(p, rules, task_id, status, error_type, explicit=p.role == "task"))
+    if rules.fold_duplicates:
+        parents = {p.key: p.parent_id for p in parsed}
+        out.llm_calls.extend(fold_calls(candidates, parents))
+    else:
+        out.llm_calls.extend(c.record for c in candidates)
+
+
+def _tool_call(p: _Parsed, task_id: str, status: str, error_type: str | None) -> ToolCallRecord:
+    return ToolCallRecord(
+        trace_id=p.trace_id,
+        span_id=p.span_id,
+        task_id=task_id,
+        tool_name=X.tool_name(p.attrs),
+        start_ns=p.span.start_time_unix_nano,
+        end_ns=p.span.end_time_unix_nano,
+        status=status,
+        error_type=error_type,
+        cost_usd=to_decimal(p.attrs.span.get(N.TOOL_COST)),
+        service_name=p.service,
+    )
+
+
+def _task(
+    p: _Parsed, rules: NormalizeRules, task_id: str, status: str, error_type: str | None, *, explicit: bool
+) -> TaskRecord:
+    a = p.attrs
+    kind = a.text(N.TASK_KIND) if explicit else (a.text(*C.WORKFLOW_NAME) or X.agent_name(a) or p.span.name or None)
+    return TaskRecord(
+        trace_id=p.trace_id,
+        span_id=p.span_id,
+        task_id=task_id,
+        kind=kind,
+        outcome=_outcome(a, rules, status),
+        start_ns=p.span.start_time_unix_nano,
+        end_ns=p.span.end_time_unix_nano,
+        status=status,
+        error_type=error_type,
+        harness_version=a.text(N.HARNESS_VERSION),
+        agent_name=X.agent_name(a),
+        agent_version=a.text(N.AGENT_VERSION),
+        conversation_id=a.text(*C.CONVERSATION_ID),
+        service_name=p.service,
+    )
+
+
+def _llm_call(p: _Parsed, task_id: str, status: str, error_type: str | None) -> LLMCallRecord:
+    a, span = p.attrs, p.span
+    usage = X.usage(a)
+    attempt = a.integer(N.CALL_ATTEMPT)
+    deployment = a.text(N.DEPLOYMENT)
+    gpu_count = a.integer(N.GPU_COUNT, limit=_MAX_GPUS)
+    engine = a.text(N.ENGINE)
+    if X.is_vllm_server_span(p.scope_name, a.resource):
+        # vLLM's own server span: the model ran on our GPUs (priced per GPU-hour, not from a price list)
+        engine = engine or "vllm"
+        deployment = deployment or "self_hosted"
+    return LLMCallRecord(
+        trace_id=p.trace_id,
+        span_id=p.span_id,
+        task_id=task_id,
+        call_id=a.text(N.CALL_ID) or p.span_id,
+        attempt=attempt if attempt and attempt >= 1 else 1,
+        start_ns=span.start_time_unix_nano,
+        end_ns=span.end_time_unix_nano,
+        operation=p.op or "chat",
+        provider=X.provider(a),
+        request_model=a.text(*C.REQUEST_MODEL),
+        response_model=a.text(*C.RESPONSE_MODEL),
+        response_id=X.response_id(a),
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
+        ttft_s=X.ttft(a, span),
+        status=status,
+        error_type=error_type,
+        server_address=X.server_address(a),
+        service_name=p.service,
+        conversation_id=a.text(*C.CONVERSATION_ID),
+        agent_name=X.agent_name(a),
+        agent_version=a.text(N.AGENT_VERSION),
+        harness_version=a.text(N.HARNESS_VERSION),
+        engine=engine,
+        engine_version=a.text(N.ENGINE_VERSION),
+        quantization=a.text(N.QUANTIZATION),
+        gpu_type=a.text(N.GPU_TYPE),
+        gpu_count=gpu_count if gpu_count else None,
+        cluster_id=a.text(N.CLUSTER_ID),
+        deployment=deployment if deployment in N.DEPLOYMENTS else None,
+        container_image_name=a.text(N.IMAGE_NAME),
+        container_image_tags=a.text_list(N.IMAGE_TAGS),
+        k8s_cluster_name=a.text(N.K8S_CLUSTER),
+        cloud_region=a.text(N.CLOUD_REGION),
+    )
