@@ -82,6 +82,15 @@ def test_close_drains_the_queue(tmp_path: Path) -> None:
         ("COPY spans TO '/tmp/x.csv'", "only read-only SELECT"),
         ("SET enable_external_access = true", "only read-only SELECT"),
         ("SELEC 1", "does not parse"),
+        ("ATTACH '/tmp/other.duckdb' AS other", "only read-only SELECT"),
+        ("INSTALL httpfs", "only read-only SELECT"),
+        ("LOAD parquet", "only read-only SELECT"),
+        ("PRAGMA database_list", "only read-only SELECT"),
+        ("EXPORT DATABASE '/tmp/out'", "only read-only SELECT"),
+        ("SELECT * FROM read_text('/etc/passwd')", "table function read_text"),
+        ("SELECT * FROM glob('/etc/*')", "table function glob"),
+        ("SELECT * FROM '/etc/passwd'", "private relation"),
+        ("SELECT * FROM sniff_csv('/etc/passwd')", "table function sniff_csv"),
     ],
 )
 def test_query_refuses_writes_and_escapes(store: DuckDBStore, sql: str, message: str) -> None:

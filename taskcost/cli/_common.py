@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,7 +19,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-out = Console(soft_wrap=True)
+# Piped output is not cut to 80 columns: ids and numbers stay whole for scripts.
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 400)
 err = Console(stderr=True, soft_wrap=True)
 
 DbOption = Annotated[
