@@ -555,3 +555,10 @@ def test_the_conventions_page_lists_every_name_read_and_every_provider_translati
     assert not missing, f"docs/conventions.md does not mention: {missing}"
     untold = sorted(k for k, v in C.PROVIDER_OTEL_IDS.items() if k != v and f"`{k}`" not in page)
     assert not untold, f"provider translations missing from docs/conventions.md: {untold}"
+
+
+def test_a_span_the_sdk_marked_as_a_duplicate_is_kept_raw_and_never_costed() -> None:
+    usage = {"gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 5}
+    batch = normalize_request(_request({**CALL, **usage, "taskcost.call.duplicate_of": "call-1"}))
+    assert len(batch.spans) == 1 and batch.llm_calls == []
+    assert len(normalize_request(_request({**CALL, **usage})).llm_calls) == 1

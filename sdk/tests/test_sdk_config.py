@@ -164,8 +164,8 @@ def test_default_exporter_uses_resolved_endpoint(monkeypatch: pytest.MonkeyPatch
     tc.configure(headers={"Authorization": "Bearer x"})
     provider = config._state.provider
     assert provider is not None
-    [processor] = provider._active_span_processor._span_processors
-    exporter = processor.span_exporter  # type: ignore[attr-defined]
+    [guard] = provider._active_span_processor._span_processors
+    exporter = guard._inner.span_exporter._inner  # type: ignore[attr-defined]  # guard > batch > counting > OTLP
     assert exporter._endpoint == "http://env-base:4318/v1/traces"
 
 
@@ -222,7 +222,7 @@ def _explode(*args: object, **kwargs: object) -> Any:
 
 
 def test_internal_errors_raise_under_pytest(taskcost_spans: CapturedSpans, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spans, "override_span_attributes", _explode)
+    monkeypatch.setattr(spans.LLMCall, "_start_span", _explode)
     with pytest.raises(RuntimeError, match="sdk bug"), tc.llm_call("openai", "gpt-4o"):
         pass
 
@@ -231,7 +231,7 @@ def test_internal_errors_become_noops(
     taskcost_spans: CapturedSpans, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("TASKCOST_SDK_RAISE_INTERNAL", "0")
-    monkeypatch.setattr(spans, "override_span_attributes", _explode)
+    monkeypatch.setattr(spans.LLMCall, "_start_span", _explode)
     ran = []
     with tc.task("bug_fix") as t:
         for _ in range(3):

@@ -54,6 +54,9 @@ def test_emitted_names_are_documented(documented: set[str], taskcost_spans: Capt
             c.set_ttft(0.1)
             c.set_error("timeout")
         t.record_llm_call("vllm", "llama", input_tokens=1, output_tokens=1, retry_of=c, quantization="bf16")
+        for now in ("2025-01-01T00:00:00Z", "2025-01-01T00:00:05Z"):
+            with t.retry(reason="invalid_json"), t.llm_call("vllm", "llama") as again:
+                again.set_prompt([{"role": "user", "content": "hi"}], system=f"Now: {now}", tools=[{"name": "x"}])
         with t.tool("search", cost_usd="0.01"):
             pass
     emitted: set[str] = set()
@@ -61,5 +64,5 @@ def test_emitted_names_are_documented(documented: set[str], taskcost_spans: Capt
         emitted.update(span.attributes or {})
         emitted.update(span.resource.attributes)
     taskcost_names = {k for k in emitted if k.startswith("taskcost.")}
-    assert len(taskcost_names) >= 14
+    assert len(taskcost_names) >= 22
     assert taskcost_names - documented == set()

@@ -17,6 +17,8 @@ MAX_TOKENS = 10**12
 
 def any_value(v: AnyValue) -> Any:
     which = v.WhichOneof("value")
+    if which == "string_value":  # by far the most common: first
+        return v.string_value
     if which is None:
         return None
     if which == "array_value":
@@ -60,7 +62,7 @@ def to_decimal(value: Any) -> Decimal | None:
 class Attrs:
     """Span attributes over resource attributes: the span wins. Reads take names in precedence order."""
 
-    __slots__ = ("span", "resource", "warn")
+    __slots__ = ("span", "resource", "warn", "get")
 
     def __init__(
         self, span: dict[str, Any], resource: dict[str, Any], warn: Callable[[str], None] | None = None
@@ -68,19 +70,23 @@ class Attrs:
         self.span = span
         self.resource = resource
         self.warn = warn
-
-    def get(self, key: str) -> Any:
-        value = self.span.get(key)
-        return self.resource.get(key) if value is None else value
+        # one merged mapping, built once per span: every read is then a single C-level dict lookup
+        merged = resource | span if resource else span
+        self.get: Callable[[str], Any] = merged.get
 
     def has(self, *keys: str) -> bool:
         return any(self.get(k) is not None for k in keys)
 
     def text(self, *keys: str) -> str | None:
+        get = self.get
         for key in keys:
-            value = self.get(key)
-            if value is not None and value != "" and not isinstance(value, (list, dict)):
-                return value if isinstance(value, str) else str(value)
+            value = get(key)
+            if value is None or value == "":
+                continue
+            if type(value) is str:
+                return value
+            if not isinstance(value, (list, dict)):
+                return str(value)
         return None
 
     def integer(self, *keys: str, limit: int = MAX_TOKENS) -> int | None:

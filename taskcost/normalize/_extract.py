@@ -75,6 +75,8 @@ def role(span_attrs: dict[str, Any], op: str | None) -> str | None:
     """
     if N.TASK_KIND in span_attrs:
         return "task"
+    if N.DUPLICATE_OF in span_attrs:
+        return None  # another instrumentation's span of a call the taskcost SDK already recorded: raw only
     if op in N.LLM_OPERATIONS:
         return "llm"
     if op == N.TOOL_OPERATION:

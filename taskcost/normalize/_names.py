@@ -41,6 +41,7 @@ GPU_COUNT = "taskcost.gpu.count"
 CLUSTER_ID = "taskcost.cluster.id"
 DEPLOYMENT = "taskcost.deployment"
 TOOL_COST = "taskcost.tool.cost_usd"
+DUPLICATE_OF = "taskcost.call.duplicate_of"
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
 TOOL_OPERATION = "execute_tool"

@@ -89,9 +89,12 @@ def _parse(
     span_attrs = attributes_dict(span.attributes)
     trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
     parent_id = span.parent_span_id.hex() or None
-    events = [
-        {"name": e.name, "time_ns": e.time_unix_nano, "attributes": attributes_dict(e.attributes)} for e in span.events
-    ]
+    events = None
+    if span.events:
+        events = [
+            {"name": e.name, "time_ns": e.time_unix_nano, "attributes": attributes_dict(e.attributes)}
+            for e in span.events
+        ]
     out.spans.append(
         SpanRecord(
             trace_id=trace_id,
@@ -108,7 +111,7 @@ def _parse(
             scope_version=scope_version,
             attributes=json.dumps(span_attrs, separators=(",", ":"), sort_keys=True),
             resource_attributes=resource_json,
-            events=json.dumps(events, separators=(",", ":")),
+            events=json.dumps(events, separators=(",", ":")) if events else "[]",
         )
     )
     a = Attrs(span_attrs, resource, out.warn)

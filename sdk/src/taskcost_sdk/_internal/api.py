@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Unpack
 
 from opentelemetry.util.types import AttributeValue
 
+from .clock import now_ns
 from .guard import guarded
-from .spans import InfraOverrides, LLMCall, Task, ToolCall
+from .retry import CallRef
+from .spans import InfraOverrides, LLMCall, Task
+from .tools import ToolCall
 from .values import resolve_times
 
 
@@ -44,7 +46,7 @@ def llm_call(
     *,
     call_id: str | None = None,
     attempt: int | None = None,
-    retry_of: LLMCall | None = None,
+    retry_of: LLMCall | CallRef | None = None,
     **infra_overrides: Unpack[InfraOverrides],
 ) -> LLMCall:
     """One LLM call attempt as a context manager, in the current task if any.
@@ -55,9 +57,10 @@ def llm_call(
     return LLMCall(provider, model, call_id=call_id, attempt=attempt, retry_of=retry_of, overrides=infra_overrides)
 
 
-def tool(name: str, *, cost_usd: object = None) -> ToolCall:
-    """One tool call as a context manager, in the current task if any."""
-    return ToolCall(name, cost_usd=cost_usd)
+def tool(name: str, *, cost_usd: object = None, tool_call_id: str | None = None) -> ToolCall:
+    """One tool call as a context manager, in the current task if any. ``cost_usd`` (Decimal, str, int or
+    float) is what the call cost; ``tool_call_id`` links it to the model's tool call (``gen_ai.tool.call.id``)."""
+    return ToolCall(name, cost_usd=cost_usd, tool_call_id=tool_call_id)
 
 
 def record_llm_call(
@@ -72,7 +75,7 @@ def record_llm_call(
     ttft_s: float | None = None,
     call_id: str | None = None,
     attempt: int | None = None,
-    retry_of: LLMCall | None = None,
+    retry_of: LLMCall | CallRef | None = None,
     error_type: str | None = None,
     response_model: str | None = None,
     response_id: str | None = None,
@@ -99,7 +102,7 @@ def record_llm_call(
     )
     end_ns: int | None = None
     with guarded("record_llm_call"):
-        start_ns, end_ns = resolve_times(start_time, end_time, duration_s, time.time_ns())
+        start_ns, end_ns = resolve_times(start_time, end_time, duration_s, now_ns())
         call._start_span(start_time=start_ns)
         call.set_usage(
             input_tokens=input_tokens,

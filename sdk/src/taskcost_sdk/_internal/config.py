@@ -14,10 +14,13 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.util.types import AttributeValue
 
 from .guard import guarded, internal_error, logger, reset_once
 from .names import HARNESS_VERSION, INFRA_ATTRIBUTES, INFRA_ENV_VARS, SERVICE_NAME
+from .pipeline import Counters, CountingExporter, ExportStats, GuardProcessor
+from .profiles import EMPTY, ProfileTable, parse_profiles, profiles_from_env
 from .values import coerce_infra, infra_resource_attributes
 
 DEFAULT_TRACES_ENDPOINT = "http://localhost:4318/v1/traces"
@@ -37,6 +40,9 @@ class _State:
         self.provider: TracerProvider | None = None
         self.tracer: trace.Tracer | None = None
         self.atexit_registered = False
+        self.counters = Counters()
+        self.profiles: ProfileTable = EMPTY
+        self.id_generator: IdGenerator | None = None  # deterministic ids under taskcost_sdk.testing
 
 
 _state = _State()
@@ -50,6 +56,29 @@ def get_tracer() -> trace.Tracer:
 
 def is_configured() -> bool:
     return _state.tracer is not None
+
+
+def profiles() -> ProfileTable:
+    """The infra profiles of the current set-up (base URL -> infra tags)."""
+    return _state.profiles
+
+
+def export_stats() -> ExportStats:
+    """What the export pipeline did since configure(): spans exported, failed, dropped, duplicates suppressed."""
+    return _state.counters.snapshot()
+
+
+def build_profiles(
+    infra_profiles: Mapping[str, Mapping[str, object]] | None, env: Mapping[str, str] | None = None
+) -> ProfileTable:
+    """``TASKCOST_INFRA_PROFILES`` (JSON) < ``infra_profiles=``, per base URL. Raises on an invalid profile."""
+    env = os.environ if env is None else env
+    from_env = profiles_from_env(env)
+    from_args = parse_profiles(infra_profiles, "infra_profiles=")
+    given = {p.endpoint for p in from_args}
+    merged = from_args + [p for p in from_env if p.endpoint not in given]
+    merged.sort(key=lambda p: len(p.endpoint.path), reverse=True)
+    return ProfileTable(merged)
 
 
 def _sdk_version() -> str:
@@ -127,12 +156,14 @@ def configure(
     resource_attributes: Mapping[str, AttributeValue] | None = None,
     infra: Mapping[str, Any] | None = None,
     harness_version: str | None = None,
+    infra_profiles: Mapping[str, Mapping[str, Any]] | None = None,
     exporter: SpanExporter | None = None,
     span_processor: SpanProcessor | None = None,
     set_global: bool = False,
 ) -> None:
     """Set up export of taskcost spans. Call once at start-up; calling again replaces the previous set-up.
 
+    ``infra_profiles`` maps an inference endpoint's base URL to its infra tags (auto-instrumented calls).
     Invalid arguments or TASKCOST_* env vars raise ValueError/TypeError. See the README for the details.
     """
     if exporter is not None and span_processor is not None:
@@ -146,20 +177,23 @@ def configure(
         harness_version=harness_version,
     )
     url = resolve_traces_endpoint(endpoint) if exporter is None and span_processor is None else None
+    profile_table = build_profiles(infra_profiles)
 
     with guarded("configure"):
+        counters = Counters()
         if span_processor is None:
             if exporter is None:
                 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
                 exporter = OTLPSpanExporter(endpoint=url, headers=dict(headers) if headers else None)
-            span_processor = BatchSpanProcessor(exporter)
-        provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-        provider.add_span_processor(span_processor)
+            span_processor = BatchSpanProcessor(CountingExporter(exporter, counters))
+        provider = TracerProvider(resource=resource, shutdown_on_exit=False, id_generator=_state.id_generator)
+        provider.add_span_processor(GuardProcessor(span_processor, counters))
         tracer = provider.get_tracer(INSTRUMENTATION_NAME, _sdk_version())
         with _state.lock:
             previous = _state.provider
             _state.provider, _state.tracer = provider, tracer
+            _state.counters, _state.profiles = counters, profile_table
             if not _state.atexit_registered:
                 atexit.register(_shutdown_at_exit)
                 _state.atexit_registered = True
@@ -205,6 +239,7 @@ def shutdown(timeout_millis: int = DEFAULT_SHUTDOWN_TIMEOUT_MILLIS) -> None:
     with _state.lock:
         provider = _state.provider
         _state.provider = _state.tracer = None
+        _state.profiles = EMPTY
     if provider is not None:
         _bounded(provider.shutdown, timeout_millis, "shutdown")
 

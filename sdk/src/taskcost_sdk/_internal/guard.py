@@ -9,8 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Hashable, Iterator
-from contextlib import contextmanager
+from collections.abc import Hashable
 
 logger = logging.getLogger("taskcost_sdk")
 
@@ -55,10 +54,22 @@ def internal_error(where: str, exc: Exception) -> None:
         )
 
 
-@contextmanager
-def guarded(where: str) -> Iterator[None]:
-    """Run SDK-internal code; an exception in it is handed to internal_error(). Never wrap user code."""
-    try:
-        yield
-    except Exception as exc:
-        internal_error(where, exc)
+class guarded:  # noqa: N801 - used like a function: ``with guarded("where"):``
+    """Run SDK-internal code; an exception in it is handed to internal_error(). Never wrap user code.
+
+    A class rather than a ``@contextmanager`` generator: it sits on the hot path of every recorded call.
+    """
+
+    __slots__ = ("_where",)
+
+    def __init__(self, where: str) -> None:
+        self._where = where
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        if exc is None or not isinstance(exc, Exception):
+            return False
+        internal_error(self._where, exc)
+        return True

@@ -6,12 +6,11 @@ code), user exceptions pass through unchanged.
 
 from __future__ import annotations
 
-import uuid
+import threading
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar, Token
-from datetime import datetime
 from types import TracebackType
-from typing import Literal, Self, TypedDict, Unpack
+from typing import TYPE_CHECKING, Self, Unpack
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -19,57 +18,75 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from . import names as n
+from .clock import new_id, now_ns
 from .config import get_tracer
+from .fingerprint import Fingerprint, PromptBlocks, prompt_attributes
 from .guard import guarded, warn_once
-from .values import coerce_cost, coerce_count, coerce_seconds, override_span_attributes
+from .kinds import InfraOverrides, Outcome, RecordOptions
+from .retry import CallRef, RetryScope, current_retry_scope
+from .values import coerce_count, coerce_seconds, override_span_attributes
 
-Outcome = Literal["completed", "failed", "abandoned"]
+if TYPE_CHECKING:
+    from .tools import ToolCall
 
-
-class InfraOverrides(TypedDict, total=False):
-    """Per-call infra tags; each becomes a span attribute that overrides the resource default."""
-
-    engine: str
-    engine_version: str
-    quantization: str
-    gpu_type: str
-    gpu_count: int
-    cluster_id: str
-    deployment: Literal["api", "self_hosted"]
-    server_address: str
-    container_image_name: str
-    container_image_tags: Sequence[str]
-    k8s_cluster_name: str
-    cloud_region: str
-    harness_version: str
-
-
-class RecordOptions(InfraOverrides, total=False):
-    """Keyword arguments of record_llm_call() other than ``task``."""
-
-    input_tokens: int | None
-    output_tokens: int | None
-    cache_read_tokens: int
-    cache_write_tokens: int
-    reasoning_tokens: int
-    ttft_s: float | None
-    call_id: str | None
-    attempt: int | None
-    retry_of: LLMCall | None
-    error_type: str | None
-    response_model: str | None
-    response_id: str | None
-    start_time: datetime | int | None
-    end_time: datetime | int | None
-    duration_s: float | None
+__all__ = [
+    "InfraOverrides",
+    "LLMCall",
+    "Outcome",
+    "RecordOptions",
+    "Task",
+    "current_call",
+    "current_task",
+    "last_call",
+    "retry",
+]
 
 
 _current_task: ContextVar[Task | None] = ContextVar("taskcost_sdk_current_task", default=None)
+_current_call: ContextVar[LLMCall | None] = ContextVar("taskcost_sdk_current_call", default=None)
 
 
 def current_task() -> Task | None:
     """The innermost task entered in this context (thread / asyncio task), or None."""
     return _current_task.get()
+
+
+def current_call() -> LLMCall | None:
+    """The innermost ``llm_call`` block entered in this context, or None (auto-instrumentation fills it)."""
+    return _current_call.get()
+
+
+def last_call() -> CallRef | None:
+    """The latest LLM call attempt of the current task (for ``retry_of=``), or None."""
+    task = _current_task.get()
+    return task.last_call if task is not None else None
+
+
+def retry(of: LLMCall | CallRef | None = None, *, reason: str | None = None) -> RetryScope:
+    """LLM calls made inside ``with retry(...):`` are further attempts of ``of`` (default: the current task's
+    latest call): same call id, attempt numbers continuing. ``reason`` ("invalid_json") is recorded on them."""
+    task = _current_task.get()
+    if task is not None:
+        return task.retry(of, reason=reason)
+    ref = _ref(of)
+    return RetryScope(ref.call_id if ref else None, ref.attempt if ref else 0, _reason(reason), None)
+
+
+def _ref(of: object) -> CallRef | None:
+    if isinstance(of, CallRef):
+        return of
+    if isinstance(of, LLMCall):
+        return CallRef(of.call_id, of.attempt)
+    if of is not None:
+        warn_once("retry_of", "taskcost_sdk: ignored retry of %r: it must be an LLMCall or a CallRef", of)
+    return None
+
+
+def _reason(reason: object) -> str | None:
+    if reason is None:
+        return None
+    text = str(reason).strip()
+    return text or None
 
 
 class _SpanScope:
@@ -94,19 +111,28 @@ class _SpanScope:
         if exc is not None:
             self._mark_exception(exc)
 
+    # Guards are stateless: one per site and class, made once (they sit on the hot path of every span).
+    _guard_start = _guard_end = _guard_detach = guarded("span")
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._guard_start = guarded(f"{cls._where} start")
+        cls._guard_end = guarded(f"{cls._where} end")
+        cls._guard_detach = guarded(f"{cls._where} detach")
+
     def _enter(self) -> None:
-        with guarded(f"{self._where} start"):
-            self._start_span()
+        with self._guard_start:
+            self._start_span(now_ns())
             self._context_token = otel_context.attach(trace.set_span_in_context(self._span))
 
     def _exit(self, exc: BaseException | None, end_time: int | None = None) -> None:
-        with guarded(f"{self._where} end"):
+        with self._guard_end:
             self._on_exit(exc)
-        with guarded(f"{self._where} end"):
-            self._span.end(end_time=end_time)
+        with self._guard_end:
+            self._span.end(end_time=end_time if end_time is not None else now_ns())
         token, self._context_token = self._context_token, None
         if token is not None:
-            with guarded(f"{self._where} detach"):
+            with self._guard_detach:
                 otel_context.detach(token)
 
     def _mark_exception(self, exc: BaseException) -> None:
@@ -159,9 +185,18 @@ class Task(_SpanScope):
         attributes: Mapping[str, AttributeValue] | None = None,
     ) -> None:
         super().__init__()
-        self._kind = str(kind)
-        self._id = str(id) if id is not None else uuid.uuid4().hex
+        self._kind = str(kind).strip() if kind is not None else ""
+        if not self._kind:
+            warn_once("task kind", "taskcost_sdk: task without a kind; recorded as 'unknown'")
+            self._kind = "unknown"
+        self._id = str(id) if id is not None else new_id()
         self._outcome: Outcome | None = None
+        # LLM call bookkeeping: the latest attempt, the highest attempt per call id (for retries), and the
+        # latest prompt fingerprint per (provider, model) (for the stable-prefix comparison).
+        self._last: tuple[str, int] | None = None
+        self._attempts: dict[str, int] = {}
+        self._prompts: dict[tuple[str, ...], Fingerprint] = {}
+        self._lock = threading.Lock()
         self._task_token: Token[Task | None] | None = None
         self._attributes: dict[str, AttributeValue] = {}
         # Attributes every LLM call of the task repeats (the contract allows them on calls too).
@@ -184,6 +219,36 @@ class Task(_SpanScope):
     def kind(self) -> str:
         return self._kind
 
+    @property
+    def last_call(self) -> CallRef | None:
+        """The latest LLM call attempt recorded in this task (manual or auto-instrumented), or None."""
+        last = self._last
+        return CallRef(last[0], last[1]) if last is not None else None
+
+    def retry(self, of: LLMCall | CallRef | None = None, *, reason: str | None = None) -> RetryScope:
+        """``with t.retry(reason="invalid_json"):`` -- the LLM calls inside are further attempts of ``of``
+        (default: this task's latest call): same call id, attempt numbers continuing after the highest one
+        used so far. Use it when the harness calls again after a bad answer."""
+        ref = _ref(of) if of is not None else self.last_call
+        return RetryScope(ref.call_id if ref else None, ref.attempt if ref else 0, _reason(reason), self)
+
+    def _note(self, call_id: str, attempt: int) -> None:
+        with self._lock:
+            self._last = (call_id, attempt)
+            if attempt > self._attempts.get(call_id, 0):
+                self._attempts[call_id] = attempt
+
+    def _max_attempt(self, call_id: str) -> int:
+        with self._lock:
+            return self._attempts.get(call_id, 0)
+
+    def _swap_prompt(self, key: tuple[str, ...], fingerprint: Fingerprint) -> Fingerprint | None:
+        """Remember this call's prompt fingerprint; return the previous one for the same provider and model."""
+        with self._lock:
+            previous = self._prompts.get(key)
+            self._prompts[key] = fingerprint
+            return previous
+
     def set_outcome(self, outcome: Outcome) -> None:
         """Declare the outcome ("completed" by default). An exception leaving the block means "failed"."""
         if outcome in n.OUTCOMES:
@@ -198,7 +263,7 @@ class Task(_SpanScope):
         *,
         call_id: str | None = None,
         attempt: int | None = None,
-        retry_of: LLMCall | None = None,
+        retry_of: LLMCall | CallRef | None = None,
         **infra_overrides: Unpack[InfraOverrides],
     ) -> LLMCall:
         """An LLM call of this task, as a context manager. See :func:`taskcost_sdk.llm_call`."""
@@ -218,9 +283,11 @@ class Task(_SpanScope):
 
         return record_llm_call(provider, model, task=self, **kwargs)
 
-    def tool(self, name: str, *, cost_usd: object = None) -> ToolCall:
+    def tool(self, name: str, *, cost_usd: object = None, tool_call_id: str | None = None) -> ToolCall:
         """A tool call of this task, as a context manager (span ``execute_tool {name}``)."""
-        return ToolCall(name, cost_usd=cost_usd, task=self)
+        from .tools import ToolCall
+
+        return ToolCall(name, cost_usd=cost_usd, tool_call_id=tool_call_id, task=self)
 
     def _parent_context(self) -> otel_context.Context | None:
         """Where a child span hangs: the current span inside this task's block, else the task span."""
@@ -262,13 +329,21 @@ class Task(_SpanScope):
                     _current_task.reset(token)
 
 
-def _resolve_call_id(call_id: str | None, attempt: object, retry_of: object) -> tuple[str, int]:
+def _resolve_call_id(call_id: str | None, attempt: object, retry_of: object) -> tuple[str, int, str | None]:
+    """(call id, attempt, retry reason). Explicit arguments win; else a ``retry(...)`` block in scope; else new."""
+    if call_id is None and attempt is None and retry_of is None:
+        scope = current_retry_scope()
+        if scope is not None and (next_attempt := scope.next_attempt()) is not None:
+            return next_attempt[0], next_attempt[1], scope.reason
+        return new_id(), 1, None
     previous_id, previous_attempt = None, 0
-    if isinstance(retry_of, LLMCall):
+    if isinstance(retry_of, LLMCall | CallRef):
         previous_id, previous_attempt = retry_of.call_id, retry_of.attempt
+        if isinstance(retry_of, LLMCall) and retry_of.task is not None:
+            previous_attempt = max(previous_attempt, retry_of.task._max_attempt(previous_id))
     elif retry_of is not None:
-        warn_once("retry_of", "taskcost_sdk: ignored retry_of=%r: it must be an LLMCall", retry_of)
-    resolved_id = str(call_id) if call_id is not None else previous_id or uuid.uuid4().hex
+        warn_once("retry_of", "taskcost_sdk: ignored retry_of=%r: it must be an LLMCall or a CallRef", retry_of)
+    resolved_id = str(call_id) if call_id is not None else previous_id or new_id()
     resolved_attempt = previous_attempt + 1
     if attempt is not None:
         count = coerce_count(attempt)
@@ -276,7 +351,14 @@ def _resolve_call_id(call_id: str | None, attempt: object, retry_of: object) -> 
             resolved_attempt = count
         else:
             warn_once("attempt", "taskcost_sdk: ignored attempt=%r: it must be an int >= 1", attempt)
-    return resolved_id, resolved_attempt
+    return resolved_id, resolved_attempt, None
+
+
+def _text(value: object, what: str) -> str:
+    if value is None or (text := str(value).strip()) == "":
+        warn_once(("missing", what), "taskcost_sdk: llm_call without a %s; recorded without it", what)
+        return ""
+    return text
 
 
 class LLMCall(_SpanScope):
@@ -291,23 +373,30 @@ class LLMCall(_SpanScope):
         *,
         call_id: str | None = None,
         attempt: int | None = None,
-        retry_of: LLMCall | None = None,
+        retry_of: LLMCall | CallRef | None = None,
         task: Task | None = None,
         overrides: Mapping[str, object] | None = None,
+        parent: otel_context.Context | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
     ) -> None:
         super().__init__()
-        self._provider, self._model = str(provider), str(model)
-        self._call_id, self._attempt = "", 1
+        self._provider, self._model = "", ""
+        self._call_id, self._attempt, self._retry_reason = "", 1, None
         self._task: Task | None = None
-        self._overrides = dict(overrides or {})
+        self._overrides = overrides
+        self._parent = parent
+        self._extra = attributes
+        self._claimed = False
+        self._call_token: Token[LLMCall | None] | None = None
         with guarded("llm_call init"):
-            self._call_id, self._attempt = _resolve_call_id(call_id, attempt, retry_of)
+            self._provider, self._model = _text(provider, "provider"), _text(model, "model")
+            self._call_id, self._attempt, self._retry_reason = _resolve_call_id(call_id, attempt, retry_of)
             if isinstance(task, Task):
                 self._task = task
             elif task is not None:
                 warn_once("task", "taskcost_sdk: ignored task=%r: it must be a Task", task)
         if not self._call_id:
-            self._call_id = uuid.uuid4().hex
+            self._call_id = new_id()
 
     @property
     def call_id(self) -> str:
@@ -337,6 +426,7 @@ class LLMCall(_SpanScope):
         ``output_tokens`` includes ``reasoning_tokens``. Invalid values are dropped with a warning."""
         with guarded("llm_call.set_usage"):
             counts: dict[str, int] = {}
+            attributes: dict[str, AttributeValue] = {}
             for field, attribute, value in (
                 ("input_tokens", n.GEN_AI_USAGE_INPUT_TOKENS, input_tokens),
                 ("output_tokens", n.GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens),
@@ -355,9 +445,10 @@ class LLMCall(_SpanScope):
                         value,
                     )
                     continue
-                counts[field] = count
-                self._span.set_attribute(attribute, count)
-            _check_usage(counts)
+                counts[field] = attributes[attribute] = count
+            if attributes:
+                self._span.set_attributes(attributes)  # one lock round-trip, not one per count
+                _check_usage(counts)
 
     def set_response(
         self,
@@ -367,13 +458,20 @@ class LLMCall(_SpanScope):
     ) -> None:
         """What the provider answered: the model that answered, its response id, finish reasons."""
         with guarded("llm_call.set_response"):
+            attributes: dict[str, AttributeValue] = {}
             if model is not None:
-                self._span.set_attribute(n.GEN_AI_RESPONSE_MODEL, str(model))
+                attributes[n.GEN_AI_RESPONSE_MODEL] = str(model)
             if response_id is not None:
-                self._span.set_attribute(n.GEN_AI_RESPONSE_ID, str(response_id))
+                attributes[n.GEN_AI_RESPONSE_ID] = str(response_id)
             if finish_reasons is not None:
-                reasons = [finish_reasons] if isinstance(finish_reasons, str) else [str(r) for r in finish_reasons]
-                self._span.set_attribute(n.GEN_AI_RESPONSE_FINISH_REASONS, reasons)
+                if isinstance(finish_reasons, str):
+                    attributes[n.GEN_AI_RESPONSE_FINISH_REASONS] = [finish_reasons]
+                elif isinstance(finish_reasons, Sequence):
+                    attributes[n.GEN_AI_RESPONSE_FINISH_REASONS] = [str(r) for r in finish_reasons]
+                else:
+                    warn_once("finish_reasons", "taskcost_sdk: ignored finish_reasons=%r: use a list", finish_reasons)
+            if attributes:
+                self._span.set_attributes(attributes)
 
     def set_ttft(self, seconds: float) -> None:
         """Time to first token/chunk of a streamed answer, in seconds."""
@@ -388,23 +486,81 @@ class LLMCall(_SpanScope):
         """Mark the call failed with a low-cardinality error type ("timeout", "429", an exception)."""
         self._set_error(error_type)
 
+    def set_prompt(
+        self,
+        messages: Sequence[object] | None = None,
+        *,
+        system: object = None,
+        tools: Sequence[object] | None = None,
+    ) -> None:
+        """Fingerprint the prompt (hashes and sizes of its blocks; the content never leaves the process) and
+        lint it for cache breakers. Auto-instrumented calls do this on their own."""
+        with guarded("llm_call.set_prompt"):
+            blocks = PromptBlocks.from_parts(system=system, tools=tools, messages=messages)
+            self._set_attributes(prompt_attributes(blocks, self._task, (self._provider, self._model, "manual")))
+
+    def _set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        if attributes and self._span.is_recording():
+            self._span.set_attributes(attributes)
+
+    def _claim(self) -> bool:
+        """Auto-instrumentation: take this open block to record a client call into (once)."""
+        if self._claimed or not self._span.is_recording():
+            return False
+        self._claimed = True
+        return True
+
+    def _renumber(self, attempt: int) -> None:
+        """Auto-instrumentation: failed HTTP attempts went before this one, so its number moves up."""
+        self._attempt = attempt
+        self._span.set_attribute(n.CALL_ATTEMPT, attempt)
+        if self._task is not None:
+            self._task._note(self._call_id, attempt)
+
+    def __enter__(self) -> Self:
+        self._enter()
+        with self._guard_start:
+            self._call_token = _current_call.set(self)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        token, self._call_token = self._call_token, None
+        if token is not None:
+            with self._guard_end:
+                _current_call.reset(token)
+        self._exit(exc)
+
     def _start_span(self, start_time: int | None = None) -> None:
         task = self._task if self._task is not None else _current_task.get()
         self._task = task
         attributes: dict[str, AttributeValue] = {
             n.GEN_AI_OPERATION_NAME: n.OPERATION_CHAT,
-            n.GEN_AI_PROVIDER_NAME: self._provider,
-            n.GEN_AI_REQUEST_MODEL: self._model,
             n.CALL_ID: self._call_id,
             n.CALL_ATTEMPT: self._attempt,
         }
+        if self._provider:
+            attributes[n.GEN_AI_PROVIDER_NAME] = self._provider
+        if self._model:
+            attributes[n.GEN_AI_REQUEST_MODEL] = self._model
+        if self._retry_reason:
+            attributes[n.CALL_RETRY_REASON] = self._retry_reason
         if task is not None:
             attributes[n.TASK_ID] = task.id
             attributes.update(task._inherited)
-        attributes.update(override_span_attributes(self._overrides))
+            task._note(self._call_id, self._attempt)
+        if self._overrides:
+            attributes.update(override_span_attributes(self._overrides))
+        if self._extra:
+            attributes.update(self._extra)
+        if self._parent is not None:
+            parent: otel_context.Context | None = self._parent
+        else:
+            parent = task._parent_context() if task is not None else None
         self._span = get_tracer().start_span(
-            f"chat {self._model}",
-            context=task._parent_context() if task is not None else None,
+            f"chat {self._model}" if self._model else "chat",
+            context=parent,
             kind=SpanKind.CLIENT,
             attributes=attributes,
             start_time=start_time,
@@ -424,51 +580,3 @@ def _check_usage(counts: Mapping[str, int]) -> None:
             )
     if "output_tokens" in counts and counts.get("reasoning_tokens", 0) > counts["output_tokens"]:
         warn_once("reasoning_exceeds_output", "taskcost_sdk: output_tokens must include reasoning_tokens")
-
-
-class ToolCall(_SpanScope):
-    """One tool execution (span ``execute_tool {name}``)."""
-
-    _where = "tool"
-
-    def __init__(self, name: str, *, cost_usd: object = None, task: Task | None = None) -> None:
-        super().__init__()
-        self._name = str(name)
-        self._task = task if isinstance(task, Task) else None
-        self._cost_usd = cost_usd
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def set_cost(self, cost_usd: object) -> None:
-        """Money the tool call cost in USD: Decimal, str, int or float (stored as a decimal string)."""
-        with guarded("tool.set_cost"):
-            cost = coerce_cost(cost_usd)
-            if cost is None:
-                warn_once("cost", "taskcost_sdk: dropped cost_usd=%r: it must be a decimal amount >= 0", cost_usd)
-                return
-            self._span.set_attribute(n.TOOL_COST_USD, cost)
-
-    def set_error(self, error_type: str | BaseException) -> None:
-        """Mark the tool call failed with a low-cardinality error type."""
-        self._set_error(error_type)
-
-    def _start_span(self, start_time: int | None = None) -> None:
-        task = self._task if self._task is not None else _current_task.get()
-        self._task = task
-        attributes: dict[str, AttributeValue] = {
-            n.GEN_AI_OPERATION_NAME: n.OPERATION_EXECUTE_TOOL,
-            n.GEN_AI_TOOL_NAME: self._name,
-        }
-        if task is not None:
-            attributes[n.TASK_ID] = task.id
-        self._span = get_tracer().start_span(
-            f"execute_tool {self._name}",
-            context=task._parent_context() if task is not None else None,
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-            start_time=start_time,
-        )
-        if self._cost_usd is not None:
-            self.set_cost(self._cost_usd)
