@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DB ?= taskcost.duckdb
 PORT ?= 4318
 
-.PHONY: install run test lint unit clean
+.PHONY: install run test lint unit bench clean
 
 $(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt tests/interop/js/package-lock.json
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,10 @@ unit: $(STAMP)
 
 ## The README's test command: set up, lint, then the whole suite.
 test: lint unit
+
+## Benchmarks (ingest, queries at 1M/10M calls, SDK overhead): medians and same-run ratios -> bench/RESULTS.md
+bench: $(STAMP)
+	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""taskcost benchmarks: `make bench` (python -m bench) prints medians and same-run ratios."""

@@ -1,0 +1,101 @@
+"""`make bench`: ingest, query and SDK benchmarks on this machine; prints medians and ratios measured
+in the same run, and writes bench/RESULTS.md. `python -m bench --quick` is a small smoke run."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TARGETS = {
+    "ingest_spans_per_s": 25_000,
+    "ingest_ratio": 0.5,
+    "rss_mb": 400,
+    "query_1m_s": 0.1,
+    "query_10m_s": 0.5,
+    "sdk_ratio": 1.5,
+}
+
+
+def _ok(good: bool) -> str:
+    return "met" if good else "MISSED"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench")
+    ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
+    ap.add_argument("--only", choices=["ingest", "query", "sdk"], action="append")
+    args = ap.parse_args()
+    parts = args.only or ["ingest", "query", "sdk"]
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, {os.cpu_count()} cores,"
+        f" Python {platform.python_version()}{' (QUICK smoke run: sizes too small to judge)' if args.quick else ''}.",
+        "Medians of repeated runs; ratios are between figures measured in this same run.",
+        "",
+    ]
+    if "ingest" in parts:
+        from bench.ingest import run_ingest
+
+        print("ingest ...", flush=True)
+        r = run_ingest(20_000 if args.quick else 200_000, senders=4)
+        lines += [
+            "## Ingest (durable: a 200 only after commit; counted when queryable)",
+            "",
+            "| figure | value | target | |",
+            "|---|---|---|---|",
+            f"| spans | {r.spans:,} | | |",
+            f"| durable ingest, spans/s | {r.spans_per_s:,.0f} | >= {TARGETS['ingest_spans_per_s']:,} |"
+            f" {_ok(r.spans_per_s >= TARGETS['ingest_spans_per_s'])} |",
+            f"| decode-and-extract ceiling (same run, 1 process), spans/s | {r.ceiling_spans_per_s:,.0f} | | |",
+            f"| ingest / ceiling | {r.ratio:.2f} | >= {TARGETS['ingest_ratio']} |"
+            f" {_ok(r.ratio >= TARGETS['ingest_ratio'])} |",
+            f"| collector peak RSS, MB | {r.peak_rss_mb:.0f} | < {TARGETS['rss_mb']} |"
+            f" {_ok(r.peak_rss_mb < TARGETS['rss_mb'])} |",
+            f"| requests refused with 503 (retried) | {r.refused} | | |",
+            "",
+        ]
+    if "query" in parts:
+        from bench.query import run_queries
+
+        print("query ...", flush=True)
+        sizes = (20_000, 100_000) if args.quick else (1_000_000, 10_000_000)
+        res = run_queries(sizes, repeats=3 if args.quick else 5)
+        lines += [
+            "## Queries (median seconds)",
+            "",
+            f"| query | {sizes[0]:,} calls | {sizes[1]:,} calls | targets < {TARGETS['query_1m_s']} s / < "
+            f"{TARGETS['query_10m_s']} s |",
+            "|---|---|---|---|",
+        ]
+        names = sorted({k[0] for k in res})
+        for name in names:
+            a, b = res[(name, sizes[0])], res[(name, sizes[1])]
+            good = a < TARGETS["query_1m_s"] and b < TARGETS["query_10m_s"]
+            lines.append(f"| {name} | {a:.3f} | {b:.3f} | {_ok(good)} |")
+        lines.append("")
+    if "sdk" in parts:
+        script = HERE.parent / "sdk" / "bench" / "bench_overhead.py"
+        lines += ["## SDK overhead", ""]
+        if script.exists():
+            print("sdk ...", flush=True)
+            quick = ["--calls", "100", "--rounds", "5"] if args.quick else []
+            proc = subprocess.run([sys.executable, str(script), *quick], capture_output=True, text=True, timeout=900)
+            lines += ["```", proc.stdout.strip() or proc.stderr.strip(), "```", ""]
+        else:
+            lines += ["(no SDK benchmark script yet)", ""]
+    text = "\n".join(lines)
+    print(text)
+    if not args.quick:
+        (HERE / "RESULTS.md").write_text(text + "\n")
+        print(f"\nwritten to {HERE / 'RESULTS.md'}")
+
+
+if __name__ == "__main__":
+    main()

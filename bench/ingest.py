@@ -1,0 +1,141 @@
+"""Ingest: the real collector in its durable mode (a 200 only after commit) under several concurrent
+senders posting protobuf and JSON batches; spans/s until every span is queryable, against the
+same run's decode-and-extract ceiling; and the collector's peak RSS."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from bench.traffic import requests, to_json
+
+__all__ = ["IngestResult", "ceiling", "run_ingest"]
+
+
+@dataclass
+class IngestResult:
+    spans: int
+    spans_per_s: float
+    ceiling_spans_per_s: float
+    peak_rss_mb: float
+    refused: int
+
+    @property
+    def ratio(self) -> float:
+        return self.spans_per_s / self.ceiling_spans_per_s
+
+
+def _bodies(total: int, json_share: float) -> list[tuple[bytes, str, int]]:
+    out = []
+    for i, req in enumerate(requests(total)):
+        n = len(req.resource_spans[0].scope_spans[0].spans)
+        if (i % 10) < json_share * 10:
+            out.append((to_json(req), "application/json", n))
+        else:
+            out.append((req.SerializeToString(), "application/x-protobuf", n))
+    return out
+
+
+def ceiling(bodies: list[tuple[bytes, str, int]], repeats: int = 3) -> float:
+    """Decode + extract (normalise) only, one process: what intake could do with no store at all."""
+    from taskcost.normalize import decode_json, decode_protobuf, normalize_request
+
+    n = sum(b[2] for b in bodies)
+    rates = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for body, ctype, _ in bodies:
+            req = decode_protobuf(body) if ctype == "application/x-protobuf" else decode_json(body)
+            normalize_request(req)
+        rates.append(n / (time.perf_counter() - t))
+    return statistics.median(rates)
+
+
+def _send(url: str, bodies: list[tuple[bytes, str, int]], refused: mp.Value) -> None:  # type: ignore[valid-type]
+    with httpx.Client(timeout=60) as client:
+        for body, ctype, _ in bodies:
+            while True:
+                r = client.post(f"{url}/v1/traces", content=body, headers={"Content-Type": ctype})
+                if r.status_code == 200:
+                    break
+                if r.status_code != 503:
+                    raise RuntimeError(f"{r.status_code}: {r.text[:200]}")
+                with refused.get_lock():
+                    refused.value += 1
+                time.sleep(float(r.headers.get("Retry-After", "1")))
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_ingest(total: int = 200_000, senders: int = 4, json_share: float = 0.3) -> IngestResult:
+    bodies = _bodies(total, json_share)
+    n = sum(b[2] for b in bodies)
+    ceil = ceiling(bodies[: max(1, len(bodies) // 4)])
+    with tempfile.TemporaryDirectory() as tmp:
+        db, port = Path(tmp) / "bench.duckdb", _free_port()
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "taskcost",
+                "serve",
+                "--db",
+                str(db),
+                "--port",
+                str(port),
+                "--grpc-port",
+                "0",
+                "--no-dashboards",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(300):
+                try:
+                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            refused = mp.Value("i", 0)
+            parts = [bodies[i::senders] for i in range(senders)]
+            workers = [mp.Process(target=_send, args=(url, part, refused)) for part in parts]
+            start = time.perf_counter()
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+            # queryable, not merely acknowledged (every 200 already means committed; check anyway)
+            while True:
+                r = httpx.post(f"{url}/api/sql", json={"sql": "SELECT count(*) FROM spans"}, timeout=60)
+                if r.json()["rows"][0][0] >= n:
+                    break
+                time.sleep(0.05)
+            elapsed = time.perf_counter() - start
+            peak = _peak_rss_mb(proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    return IngestResult(n, n / elapsed, ceil, peak, refused.value)
