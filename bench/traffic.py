@@ -11,6 +11,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
+from taskcost.normalize import encode_json
+
 __all__ = ["MODELS", "requests", "to_json"]
 
 MODELS = [
@@ -146,15 +148,4 @@ def requests(total_spans: int, seed: int = 7) -> Iterator[ExportTraceServiceRequ
 
 def to_json(req: ExportTraceServiceRequest) -> bytes:
     """The OTLP/JSON mapping (hex ids, integer enums)."""
-    import base64
-
-    from google.protobuf import json_format
-
-    doc = json_format.MessageToDict(req, use_integers_for_enums=True)
-    for rs in doc.get("resourceSpans", []):
-        for ss in rs.get("scopeSpans", []):
-            for span in ss.get("spans", []):
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        span[key] = base64.b64decode(span[key]).hex()
-    return json.dumps(doc).encode()
+    return json.dumps(encode_json(req)).encode()

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
-from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
@@ -13,6 +11,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from taskcost.normalize import encode_json
 
 T0 = 1_796_000_000_000_000_000  # 2026-11-30T..Z, in ns
 
@@ -89,11 +89,4 @@ def sample_request() -> ExportTraceServiceRequest:
 
 def to_otlp_json(req: ExportTraceServiceRequest) -> dict[str, Any]:
     """The OTLP/JSON mapping of a request: lowerCamelCase keys, hex ids, integer enums."""
-    doc = json_format.MessageToDict(req, use_integers_for_enums=True)
-    for rs in doc.get("resourceSpans", []):
-        for ss in rs.get("scopeSpans", []):
-            for span in ss.get("spans", []):
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        span[key] = base64.b64decode(span[key]).hex()
-    return doc
+    return encode_json(req)

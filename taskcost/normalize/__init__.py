@@ -2,7 +2,7 @@
 
 Which attribute names are read, in which precedence, is the table in _conventions (docs/conventions.md)."""
 
-from taskcost.normalize._decode import DecodeError, decode_json, decode_protobuf
+from taskcost.normalize._decode import DecodeError, decode_json, decode_protobuf, encode_json
 from taskcost.normalize._normalize import normalize_request
 from taskcost.normalize._records import (
     LLMCallRecord,
@@ -24,5 +24,6 @@ __all__ = [
     "ToolCallRecord",
     "decode_json",
     "decode_protobuf",
+    "encode_json",
     "normalize_request",
 ]

@@ -10,7 +10,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError as _PbDecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-__all__ = ["DecodeError", "decode_json", "decode_protobuf"]
+__all__ = ["DecodeError", "decode_json", "decode_protobuf", "encode_json"]
 
 # Fields that OTLP/JSON encodes as hex where the protobuf JSON mapping expects base64.
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
@@ -89,3 +89,20 @@ def decode_json(body: bytes) -> ExportTraceServiceRequest:
     except (json_format.ParseError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         raise DecodeError(f"JSON is not an OTLP ExportTraceServiceRequest: {exc}") from None
     return msg
+
+
+def encode_json(req: ExportTraceServiceRequest) -> dict[str, Any]:
+    """The OTLP/JSON mapping of a request (lowerCamelCase keys, hex ids, integer enums, int64 as
+    strings): the inverse of ``decode_json``, for tools and tests that speak OTLP/JSON."""
+    doc = json_format.MessageToDict(req, use_integers_for_enums=True)
+    for rs in doc.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for span in ss.get("spans", []):
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
+                for link in span.get("links", []):
+                    for key in ("traceId", "spanId"):
+                        if key in link:
+                            link[key] = base64.b64decode(link[key]).hex()
+    return doc
