@@ -22,12 +22,19 @@ GPT4O = 100 * Decimal("2.50") / M + 10 * Decimal("10.00") / M  # gpt-4o: $2.50/M
 SONNET = 100 * Decimal("3.00") / M + 10 * Decimal("15.00") / M  # claude-sonnet-4-5: $3/M in, $15/M out
 
 
-def readme_example() -> str:
-    text = (REPO / "sdk" / "README.md").read_text(encoding="utf-8")
+def _example(readme: Path) -> str:
+    text = readme.read_text(encoding="utf-8")
     section = text[text.index("## Instrument your agent") :]
     match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "no python example under 'Instrument your agent'"
+    assert match, f"no python example under 'Instrument your agent' in {readme}"
     return match.group(1)
+
+
+def readme_example() -> str:
+    """The example of the top README; the SDK's README carries the same one (checked here)."""
+    top, sdk = _example(REPO / "README.md"), _example(REPO / "sdk" / "README.md")
+    assert top == sdk, "README.md and sdk/README.md show different 'Instrument your agent' examples"
+    return top
 
 
 def test_readme_example_runs_and_is_costed(server: Server, fake_llm: FakeLLM, tmp_path: Path) -> None:
