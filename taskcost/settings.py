@@ -25,6 +25,13 @@ DEFAULT_CONFIG_FILE = "taskcost.toml"
 MiB = 1024 * 1024
 
 
+def _pricing_defaults() -> tuple[dict[str, str], tuple[str, ...]]:
+    """The pricing module's defaults, imported when needed (it loads the price data library)."""
+    from taskcost.pricing._pricer import DEFAULT_PRICING_ATTRIBUTES, PRICING_TARGETS
+
+    return dict(DEFAULT_PRICING_ATTRIBUTES), PRICING_TARGETS
+
+
 class Settings(BaseSettings):
     """taskcost's settings. See docs/configuration.md for each one."""
 
@@ -75,6 +82,19 @@ class Settings(BaseSettings):
         None, description="Base URL of a running server for `taskcost sql`/`tasks` (else found by --db)."
     )
     key: str | None = Field(None, description="API key the CLI sends to --url (a read key for sql/tasks).")
+    prices_dir: Path | None = Field(
+        None, description="Where `taskcost prices update` keeps price data files (default: <db>.prices/)."
+    )
+    price_book_file: Path | None = Field(None, description="A price book file (TOML), instead of [price_book].")
+    price_book: dict[str, Any] | None = Field(None, description="The price book, inline: a [price_book] table.")
+    clusters_file: Path | None = Field(None, description="Self-hosted clusters file (TOML): GPUs and their price.")
+    pricing_attributes: dict[str, str] = Field(
+        default_factory=lambda: _pricing_defaults()[0],
+        description="Span attributes that select a price variant (service tier, batch) or give 1h cache writes.",
+    )
+    cluster_window_s: int = Field(
+        3600, ge=60, le=86400, description="Window over which a cluster's bill is allocated (divides a day)."
+    )
 
     @model_validator(mode="after")
     def _rules_are_valid(self) -> Settings:
@@ -87,6 +107,26 @@ class Settings(BaseSettings):
             implicit_tasks=self.implicit_tasks,
             fold_duplicates=self.fold_duplicate_spans,
         )
+        return self
+
+    @model_validator(mode="after")
+    def _pricing_is_valid(self) -> Settings:
+        from taskcost.pricing._book import price_book_from_table
+
+        targets = _pricing_defaults()[1]
+        if self.price_book is not None and self.price_book_file is not None:
+            raise ValueError("give the price book inline ([price_book]) or as price_book_file, not both")
+        for name in ("price_book_file", "clusters_file"):
+            path = getattr(self, name)
+            if path is not None and not path.is_file():
+                raise ValueError(f"{name}: {path} is not a file")
+        bad = {k: v for k, v in self.pricing_attributes.items() if v not in targets}
+        if bad:
+            raise ValueError(f"pricing_attributes: {bad} map to unknown targets; known: {', '.join(targets)}")
+        if 86400 % self.cluster_window_s:
+            raise ValueError("cluster_window_s must divide a day (86400 s) so windows align with the clock")
+        if self.price_book is not None:
+            price_book_from_table(self.price_book, Path(os.environ.get("TASKCOST_CONFIG", DEFAULT_CONFIG_FILE)))
         return self
 
     @classmethod

@@ -1,5 +1,15 @@
 """The questions taskcost answers, over the store's SQL views. No DuckDB here: only ``Store.query``."""
 
+from taskcost.analytics._coverage import Coverage, MissingPrice, MissingPrices, cost_coverage, missing_prices
 from taskcost.analytics._tasks import OutcomeRow, TaskSummary, task_summary
 
-__all__ = ["OutcomeRow", "TaskSummary", "task_summary"]
+__all__ = [
+    "Coverage",
+    "MissingPrice",
+    "MissingPrices",
+    "OutcomeRow",
+    "TaskSummary",
+    "cost_coverage",
+    "missing_prices",
+    "task_summary",
+]

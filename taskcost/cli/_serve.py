@@ -71,21 +71,19 @@ def serve(
     url = f"http://{shown_host}:{settings.port}"
     admin_token = settings.admin_token or secrets.token_urlsafe(32)
     info = write_server_info(settings.db, url, admin_token)
-    try:
-        receiver = start_grpc_server(store, settings)
-    except OSError as exc:
-        store.close()
+    receiver: Any = None
+
+    def release() -> None:
+        if receiver is not None:
+            receiver.stop(5)
+        store.close()  # drains the writer; a no-op the second time
         info.unlink(missing_ok=True)
-        raise fail(f"cannot serve OTLP/gRPC on {settings.host}:{settings.grpc_port}: {exc}") from None
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
         yield
         # runs on SIGTERM/SIGINT too, after in-flight requests finished: drain the writer, release the file
-        if receiver is not None:
-            receiver.stop(5)
-        store.close()
-        info.unlink(missing_ok=True)
+        release()
         err.print(
             f"taskcost stopped; {store.committed_spans} spans committed this run "
             f"({store.deduplicated_spans} re-sent spans skipped)",
@@ -93,7 +91,14 @@ def serve(
         )
 
     try:
+        # the app installs the configured prices (book, price data) before any receiver takes spans
         application = create_app(settings, store, dashboards=dashboards, lifespan=lifespan, admin_token=admin_token)
+        receiver = start_grpc_server(store, settings)
+    except (ValueError, OSError) as exc:
+        release()
+        what = "OTLP/gRPC" if isinstance(exc, OSError) else "the pricing configuration"
+        raise fail(f"cannot start: {what}: {exc}") from None
+    try:
         auth = "API keys required" if store.auth_enabled else "no auth (no API key exists)"
         err.print(
             f"taskcost serving {settings.db} on {url}  (OTLP/HTTP {url}/v1/traces, SQL {url}/api/sql"
@@ -104,7 +109,4 @@ def serve(
         )
         uvicorn.run(application, host=settings.host, port=settings.port, log_level="warning")
     finally:
-        if receiver is not None:
-            receiver.stop(0)
-        store.close()  # no-op when the lifespan already closed it (e.g. the port was taken)
-        info.unlink(missing_ok=True)
+        release()

@@ -16,6 +16,7 @@ from taskcost.collector._errors import ApiError, error_body, install_error_handl
 from taskcost.collector._ingest import rules_from_settings
 from taskcost.collector._metrics import Metrics
 from taskcost.collector._otlp import otlp_router
+from taskcost.collector._pricing_api import pricing_router
 from taskcost.settings import Settings
 from taskcost.store import Store
 
@@ -91,6 +92,7 @@ def create_app(
             admin_token=admin_token,
         )
     )
+    app.include_router(pricing_router(settings, store, admin_token))
     app.state.settings = settings
     app.state.store = store
     app.state.metrics = metrics

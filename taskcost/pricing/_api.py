@@ -3,22 +3,43 @@
 Money is ``Decimal`` throughout, rounded once to 12 decimal places (the store's DECIMAL(38,12));
 the price library's own results are exact decimals, so this rounding changes nothing in practice.
 A call that cannot be priced gets ``cost_usd=None`` and a reason: unpriced is never $0.
+
+Every price carries its provenance: the price data it came from (``source``) and, in ``detail``,
+the rates per unit and the arithmetic, so a stored cost can be explained later (``taskcost explain-cost``).
 """
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 from importlib.metadata import version
+from typing import Any
 
 import genai_prices
+from genai_prices import types as gp
 
-__all__ = ["PRICE_SOURCE", "PROVIDER_IDS", "CallPrice", "TokenUsage", "price_call", "price_library_provider"]
+from taskcost.pricing._data import PriceData
+
+__all__ = [
+    "MTOK",
+    "PRICE_SOURCE",
+    "PROVIDER_IDS",
+    "CallPrice",
+    "TokenUsage",
+    "Calc",
+    "calc_with",
+    "check_usage",
+    "money",
+    "price_lines",
+    "price_library_provider",
+]
 
 PRICE_SOURCE = f"genai-prices {version('genai-prices')}"
-_QUANTUM = Decimal("1e-12")
+QUANTUM = Decimal("1e-12")
+MTOK = Decimal(1_000_000)
 
 # OTel `gen_ai.provider.name` (and legacy `gen_ai.system`) values -> genai-prices provider ids, where the
 # library's own lookup does not find them, or finds the wrong one. Anything not listed is passed as-is.
@@ -42,17 +63,24 @@ PROVIDER_IDS: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class TokenUsage:
-    """Token counts with the OTel meaning: input includes cache reads and writes."""
+    """Token counts with the OTel meaning: input includes cache reads and writes.
+
+    ``cache_write_1h_tokens`` is the part of ``cache_write_tokens`` written with a one-hour TTL (Anthropic);
+    the rest of the cache writes are priced at the model's default (5-minute) cache-write rate.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_1h_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class CallPrice:
+    """The price of one call, or why it has none. ``cost_usd = input_cost_usd + output_cost_usd + fee_usd``."""
+
     cost_usd: Decimal | None
     input_cost_usd: Decimal | None
     output_cost_usd: Decimal | None
@@ -60,10 +88,13 @@ class CallPrice:
     provider_id: str | None
     model_id: str | None
     unpriced_reason: str | None
+    fee_usd: Decimal | None = None
+    book_version: str | None = None
+    detail: dict[str, Any] | None = field(default=None, compare=False)
 
     @classmethod
-    def unpriced(cls, reason: str) -> CallPrice:
-        return cls(None, None, None, None, None, None, reason)
+    def unpriced(cls, reason: str, book_version: str | None = None) -> CallPrice:
+        return cls(None, None, None, None, None, None, reason, book_version=book_version)
 
 
 def price_library_provider(provider: str | None) -> str | None:
@@ -73,61 +104,156 @@ def price_library_provider(provider: str | None) -> str | None:
     return PROVIDER_IDS.get(p, p)
 
 
-def _money(value: Decimal) -> Decimal:
-    return value.quantize(_QUANTUM, rounding=ROUND_HALF_EVEN)
+def money(value: Decimal) -> Decimal:
+    """Round to the store's 12 decimal places (half-even)."""
+    return value.quantize(QUANTUM, rounding=ROUND_HALF_EVEN)
 
 
-def price_call(
-    provider: str | None,
-    model: str | None,
-    usage: TokenUsage | None,
-    at: datetime,
-    *,
-    deployment: str | None = None,
-) -> CallPrice:
-    """The cost of one call at time ``at`` (UTC), or an unpriced result with its reason.
+def _utc(at: datetime) -> datetime:
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
-    ``usage=None`` means the span reported no token counts at all (not even zeros): unpriced.
-    """
-    if deployment == "self_hosted":
-        return CallPrice.unpriced("self_hosted: priced per GPU-hour, not per token")
-    if not model:
-        return CallPrice.unpriced("no model on the span")
-    if usage is None:
-        return CallPrice.unpriced("no token usage on the span")
+
+def check_usage(usage: TokenUsage) -> str | None:
+    """Why these counts cannot be priced, or None when they are consistent."""
     if usage.cache_read_tokens + usage.cache_write_tokens > usage.input_tokens:
-        return CallPrice.unpriced(
+        return (
             f"invalid usage: cache read {usage.cache_read_tokens} + write {usage.cache_write_tokens}"
             f" exceed input {usage.input_tokens} (input must include cache)"
         )
     if usage.reasoning_tokens > usage.output_tokens:
-        return CallPrice.unpriced(
-            f"invalid usage: reasoning {usage.reasoning_tokens} exceed output {usage.output_tokens}"
+        return f"invalid usage: reasoning {usage.reasoning_tokens} exceed output {usage.output_tokens}"
+    if usage.cache_write_1h_tokens > usage.cache_write_tokens:
+        return (
+            f"invalid usage: 1h cache writes {usage.cache_write_1h_tokens} exceed cache writes"
+            f" {usage.cache_write_tokens}"
         )
-    provider_id = price_library_provider(provider)
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    lib_usage = genai_prices.Usage(
+    return None
+
+
+def library_usage(usage: TokenUsage) -> genai_prices.Usage:
+    return genai_prices.Usage(
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         cache_read_tokens=usage.cache_read_tokens or None,
         cache_write_tokens=usage.cache_write_tokens or None,
+        cache_write_1h_tokens=usage.cache_write_1h_tokens or None,
         output_reasoning_tokens=usage.reasoning_tokens or None,
     )
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            calc = genai_prices.calc_price(lib_usage, model, provider_id=provider_id, genai_request_timestamp=at)
-    except LookupError as exc:
-        return CallPrice.unpriced(f"unknown to the price data: {exc}")
-    except ValueError as exc:
-        return CallPrice.unpriced(f"invalid usage: {exc}")
-    return CallPrice(
-        cost_usd=_money(calc.total_price),
-        input_cost_usd=_money(calc.input_price),
-        output_cost_usd=_money(calc.output_price),
-        source=PRICE_SOURCE,
-        provider_id=calc.provider.id,
-        model_id=calc.model.id,
-        unpriced_reason=None,
-    )
+
+
+# The token units a line of an explanation can show: (name, price key, usage field, descendants), deepest first.
+_UNITS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("cache_write_1h", "cache_write_1h_mtok", "cache_write_1h_tokens", ()),
+    ("cache_write", "cache_write_mtok", "cache_write_tokens", ("cache_write_1h",)),
+    ("cache_read", "cache_read_mtok", "cache_read_tokens", ()),
+    ("input", "input_mtok", "input_tokens", ("cache_read", "cache_write", "cache_write_1h")),
+    ("output_reasoning", "output_reasoning_mtok", "reasoning_tokens", ()),
+    ("output", "output_mtok", "output_tokens", ("output_reasoning",)),
+)
+_ORDER = ("input", "cache_read", "cache_write", "cache_write_1h", "output", "output_reasoning")
+_INPUT_UNITS = {"input", "cache_read", "cache_write", "cache_write_1h"}
+
+
+def _rate(price: Decimal | gp.TieredPrices, total_input: int) -> Decimal:
+    """The per-million rate that applies: a tier's rate applies to all tokens once input exceeds its start."""
+    if isinstance(price, gp.TieredPrices):
+        for tier in reversed(price.tiers):
+            if total_input > tier.start:
+                return tier.price
+        return price.base
+    return price
+
+
+def _leaves(model_price: gp.ModelPrice, usage: TokenUsage) -> list[tuple[str, int, Decimal]]:
+    """(unit, tokens, rate per million) for each priced token unit, in display order. The library's rule:
+    a unit's tokens exclude those of its *priced* descendants (cache reads are not also billed as input),
+    and a unit without its own price is billed at its parent's rate."""
+    leaf: dict[str, int] = {}
+    rates: dict[str, Decimal] = {}
+    for name, key, fld, descendants in _UNITS:
+        price = getattr(model_price, key, None)
+        if price is None:
+            continue
+        leaf[name] = getattr(usage, fld) - sum(leaf.get(d, 0) for d in descendants)
+        rates[name] = _rate(price, usage.input_tokens)
+    return [(name, leaf[name], rates[name]) for name in _ORDER if name in leaf]
+
+
+def price_lines(model_price: gp.ModelPrice, usage: TokenUsage) -> list[dict[str, Any]]:
+    """The arithmetic of a token price: one line per priced unit, ``tokens x usd_per_mtok / 1e6 = usd``."""
+    return [
+        {"unit": name, "tokens": tokens, "usd_per_mtok": str(rate), "usd": str(rate * tokens / MTOK)}
+        for name, tokens, rate in _leaves(model_price, usage)
+        if tokens or name in ("input", "output")
+    ]
+
+
+def _reconcile(lines: list[dict[str, Any]], input_usd: Decimal, output_usd: Decimal) -> None:
+    """Make the lines add up to the library's result: anything the lines do not cover (per-request prices,
+    units we do not show) becomes an ``other`` line, so the arithmetic shown is always the arithmetic billed."""
+    shown_in = sum((Decimal(x["usd"]) for x in lines if x["unit"] in _INPUT_UNITS), Decimal(0))
+    shown_out = sum((Decimal(x["usd"]) for x in lines if x["unit"] not in _INPUT_UNITS), Decimal(0))
+    if shown_in != input_usd:
+        lines.append({"unit": "other_input", "tokens": None, "usd_per_mtok": None, "usd": str(input_usd - shown_in)})
+    if shown_out != output_usd:
+        lines.append({"unit": "other_output", "tokens": None, "usd_per_mtok": None, "usd": str(output_usd - shown_out)})
+
+
+# Price keys the fast path computes itself: the token units above, and tool-call units a span's token usage
+# never reports (they price to 0). Anything else (per-request, audio, images, ...) goes through the library.
+_FAST_KEYS = frozenset(key for _, key, _, _ in _UNITS) | {"web_searches_kcount", "storage_searches_kcount"}
+
+
+def _fast(model_price: gp.ModelPrice) -> bool:
+    return all(v is None or k in _FAST_KEYS for k, v in model_price.__dict__.items() if not k.startswith("_"))
+
+
+@dataclass(frozen=True, slots=True)
+class Calc:
+    """One call priced with one set of rates, unrounded: by direction, plus what has none (a per-request
+    price), and the lines of the arithmetic (they add up to the total)."""
+
+    input_usd: Decimal
+    output_usd: Decimal
+    other_usd: Decimal
+    lines: list[dict[str, Any]]
+
+
+def calc_with(model_price: gp.ModelPrice, usage: TokenUsage, *, validated: bool = True) -> Calc:
+    """Price ``usage`` with one set of rates.
+
+    For rates already validated (price data and price-book models are validated when loaded) made only of
+    token units, the arithmetic is done here, exactly as the library does it (a test checks every price in
+    the bundled data against the library); otherwise the library computes it and the lines are reconciled.
+    """
+    lines = price_lines(model_price, usage)
+    if validated and _fast(model_price):
+        input_usd, output_usd = Decimal(0), Decimal(0)
+        for name, tokens, rate in _leaves(model_price, usage):
+            if name in _INPUT_UNITS:
+                input_usd += rate * tokens / MTOK
+            else:
+                output_usd += rate * tokens / MTOK
+        return Calc(input_usd, output_usd, Decimal(0), lines)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = model_price.calc_price(library_usage(usage))
+    _reconcile(lines, res["input_price"], res["output_price"])
+    other = res["total_price"] - res["input_price"] - res["output_price"]
+    if other:
+        unit = "per_request" if getattr(model_price, "requests_kcount", None) is not None else "other"
+        lines.append({"unit": unit, "tokens": None, "usd_per_mtok": None, "usd": str(other)})
+    return Calc(res["input_price"], res["output_price"], other, lines)
+
+
+def resolve_model(
+    data: PriceData, provider: str | None, model: str, at: datetime, context: Mapping[str, str] | None
+) -> tuple[gp.Provider, gp.ModelInfo, gp.ModelPrice]:
+    """The price data's provider, model and rates for a call at ``at`` (raises LookupError when unknown)."""
+    provider_id = price_library_provider(provider)
+    prov, info = data.snapshot.find_provider_model(model, None, provider_id, None)
+    if context and not any(info is m for m in prov.models):
+        rates = info.get_prices(at)  # a fallback provider's model: its variants are not this provider's
+    else:
+        rates = info.get_prices(at, dict(context) if context else None)
+    return prov, info, rates

@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from taskcost.pricing import ClusterWindowCost, Pricer, RepriceReport
 from taskcost.store import _keys
 from taskcost.store._base import (
     CommitInfo,
@@ -352,3 +353,20 @@ class DuckDBStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- re-pricing (taskcost/store/_reprice.py) -----------------------------------------------------------
+    def reprice(self, pricer: Pricer, **options: Any) -> RepriceReport:
+        """Price stored calls again in one transaction (``_reprice.reprice``); returns a RepriceReport."""
+        from taskcost.store import _reprice
+
+        if self.read_only or self._closed:
+            raise StoreUnavailableError("store is closed or read-only")
+        return _reprice.reprice(self._con, pricer, **options)
+
+    def cluster_costs(self, **options: Any) -> list[ClusterWindowCost]:
+        """The self-hosted clusters' allocated windows (``_reprice.cluster_costs``)."""
+        from taskcost.store import _reprice
+
+        if self._closed:
+            raise StoreUnavailableError("store is closed")
+        return _reprice.cluster_costs(self._con, **options)

@@ -226,11 +226,73 @@ CREATE TABLE api_keys (
 );
 """
 
+_PRICING = f"""
+-- Provenance of every cost (issue 3): the fee part, the price book's version, the rates and arithmetic
+-- (price_detail), and when the cost was computed (ingest, or the last `taskcost reprice` that changed it).
+ALTER TABLE llm_call_rows ADD COLUMN fee_usd DECIMAL(38, 12);
+ALTER TABLE llm_call_rows ADD COLUMN price_book_version VARCHAR;
+ALTER TABLE llm_call_rows ADD COLUMN price_detail JSON;
+ALTER TABLE llm_call_rows ADD COLUMN priced_at_ns BIGINT;
+ALTER TABLE tool_call_rows ADD COLUMN cost_source VARCHAR;
+
+-- What `taskcost reprice` allocated of each self-hosted cluster's bill, per window: attributed + idle = bill.
+CREATE TABLE cluster_cost_rows (
+    cluster_id VARCHAR NOT NULL,
+    window_start_ns BIGINT NOT NULL,
+    window_end_ns BIGINT NOT NULL,
+    gpu_type VARCHAR,
+    gpu_count INTEGER NOT NULL,
+    usd_per_gpu_hour DECIMAL(38, 12) NOT NULL,
+    rate_source VARCHAR NOT NULL,
+    bill_usd DECIMAL(38, 12) NOT NULL,
+    attributed_usd DECIMAL(38, 12) NOT NULL,
+    idle_usd DECIMAL(38, 12) NOT NULL,
+    busy_s DOUBLE NOT NULL,
+    calls BIGINT NOT NULL,
+    clusters_version VARCHAR NOT NULL,
+    computed_at_ns BIGINT NOT NULL
+);
+
+CREATE OR REPLACE VIEW llm_calls AS
+SELECT
+    project, task_id, call_id, attempt, trace_id, span_id,
+    {_TS.format(col="start_ns")} AS start_time,
+    {_TS.format(col="end_ns")} AS end_time,
+    (end_ns - start_ns) / 1e9 AS duration_s,
+    operation, provider,
+    coalesce(response_model, request_model) AS model,
+    request_model, response_model, response_id,
+    input_tokens, cache_read_tokens, cache_write_tokens,
+    input_tokens - coalesce(cache_read_tokens, 0) - coalesce(cache_write_tokens, 0) AS uncached_input_tokens,
+    output_tokens, reasoning_tokens, ttft_s,
+    status, error_type,
+    cost_usd, input_cost_usd, output_cost_usd, price_source, priced_provider, priced_model, unpriced_reason,
+    fee_usd, price_book_version, price_detail,
+    {_TS.format(col="coalesce(priced_at_ns, received_ns)")} AS priced_at,
+    server_address, service_name, conversation_id, agent_name, agent_version, harness_version,
+    engine, engine_version, quantization, gpu_type, gpu_count, cluster_id, deployment,
+    container_image_name, container_image_tags, k8s_cluster_name, cloud_region
+FROM llm_call_rows
+-- one provider response counts once, also when its duplicate spans came in different requests
+QUALIFY response_id IS NULL
+    OR row_number() OVER (PARTITION BY project, trace_id, response_id ORDER BY received_ns, span_id) = 1;
+
+CREATE OR REPLACE VIEW tool_calls AS
+SELECT
+    project, task_id, tool_name, trace_id, span_id,
+    {_TS.format(col="start_ns")} AS start_time,
+    {_TS.format(col="end_ns")} AS end_time,
+    (end_ns - start_ns) / 1e9 AS duration_s,
+    status, error_type, cost_usd, cost_source, service_name
+FROM tool_call_rows;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_raw_spans", _RAW_SPANS),
     Migration("0002_typed_call_tool_task_rows", _TYPED),
     Migration("0003_views_llm_calls_tool_calls_tasks", _VIEWS),
     Migration("0004_span_keys_and_api_keys", _KEYS),
+    Migration("0005_cost_provenance_and_cluster_costs", _PRICING),
 )
 
 _LEDGER = """

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 
-from taskcost.normalize import LLMCallRecord, NormalizedBatch
-from taskcost.pricing import TokenUsage, price_call
+from taskcost.normalize import LLMCallRecord, NormalizedBatch, SpanRecord, ToolCallRecord
+from taskcost.pricing import CallPrice, Pricer, TokenUsage, active_pricer, pricing_inputs
 
-__all__ = ["DEFAULT_PROJECT", "PreparedBatch", "arrow_schema", "prepare_batch"]
+__all__ = [
+    "DEFAULT_PROJECT",
+    "PRICE_COLUMNS",
+    "PreparedBatch",
+    "arrow_schema",
+    "prepare_batch",
+    "price_row",
+    "usage_of",
+]
 
 DEFAULT_PROJECT = "default"
 
@@ -67,54 +76,137 @@ def _columns(
     return cols
 
 
-def _usage(c: LLMCallRecord) -> TokenUsage | None:
-    counts = (c.input_tokens, c.output_tokens, c.cache_read_tokens, c.cache_write_tokens)
-    if all(v is None for v in counts) and c.status == "ok":
+def usage_of(
+    input_tokens: int | None,
+    output_tokens: int | None,
+    cache_read_tokens: int | None,
+    cache_write_tokens: int | None,
+    reasoning_tokens: int | None,
+    status: str,
+    cache_write_1h: int = 0,
+) -> TokenUsage | None:
+    """What a stored call's counts mean to the pricer (ingest and reprice read them the same way)."""
+    counts = (input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+    if all(v is None for v in counts) and status == "ok":
         return None  # a successful call that reports no usage at all cannot be priced
-    cache_read = c.cache_read_tokens or 0
-    cache_write = c.cache_write_tokens or 0
+    cache_read = cache_read_tokens or 0
+    cache_write = cache_write_tokens or 0
     return TokenUsage(
-        input_tokens=c.input_tokens if c.input_tokens is not None else cache_read + cache_write,
-        output_tokens=c.output_tokens or 0,
+        input_tokens=input_tokens if input_tokens is not None else cache_read + cache_write,
+        output_tokens=output_tokens or 0,
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
-        reasoning_tokens=c.reasoning_tokens or 0,
+        reasoning_tokens=reasoning_tokens or 0,
+        cache_write_1h_tokens=min(cache_write_1h, cache_write),
     )
 
 
-def _price_columns(calls: Sequence[LLMCallRecord]) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "cost_usd",
-            "input_cost_usd",
-            "output_cost_usd",
-            "price_source",
-            "priced_provider",
-            "priced_model",
-            "unpriced_reason",
-        )
-    }
+def _usage(c: LLMCallRecord, cache_write_1h: int = 0) -> TokenUsage | None:
+    return usage_of(
+        c.input_tokens,
+        c.output_tokens,
+        c.cache_read_tokens,
+        c.cache_write_tokens,
+        c.reasoning_tokens,
+        c.status,
+        cache_write_1h,
+    )
+
+
+PRICE_COLUMNS = (
+    "cost_usd",
+    "input_cost_usd",
+    "output_cost_usd",
+    "fee_usd",
+    "price_source",
+    "priced_provider",
+    "priced_model",
+    "unpriced_reason",
+    "price_book_version",
+    "price_detail",
+    "priced_at_ns",
+)
+
+
+def price_row(price: CallPrice, priced_at_ns: int | None) -> tuple[Any, ...]:
+    """One call's price as the values of PRICE_COLUMNS (ingest and reprice store it the same way)."""
+    detail = None if price.detail is None else json.dumps(price.detail, separators=(",", ":"))
+    return (
+        price.cost_usd,
+        price.input_cost_usd,
+        price.output_cost_usd,
+        price.fee_usd,
+        price.source,
+        price.provider_id,
+        price.model_id,
+        price.unpriced_reason,
+        price.book_version,
+        detail,
+        priced_at_ns,
+    )
+
+
+class _SpanAttributes:
+    """Looks pricing attributes up on a call's raw span, then its resource (parsed only when mentioned)."""
+
+    def __init__(self, spans: Sequence[SpanRecord], names: Sequence[str]) -> None:
+        self._raw = {(s.trace_id, s.span_id): s for s in spans}
+        self._needles = tuple(f'"{n}"' for n in names)
+
+    def lookup(self, trace_id: str, span_id: str) -> Callable[[str], Any]:
+        span = self._raw.get((trace_id, span_id))
+        if span is None or not any(n in span.attributes or n in span.resource_attributes for n in self._needles):
+            return lambda _name: None
+        attrs: dict[str, Any] = json.loads(span.attributes)
+        resource: dict[str, Any] = json.loads(span.resource_attributes)
+        return lambda name: attrs[name] if attrs.get(name) is not None else resource.get(name)
+
+
+def _price_columns(calls: Sequence[LLMCallRecord], spans: Sequence[SpanRecord], pricer: Pricer) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {k: [] for k in PRICE_COLUMNS}
+    found = _SpanAttributes(spans, [name for name, _ in pricer.attributes])
     for c in calls:
         at = datetime.fromtimestamp(c.start_ns / 1e9, tz=UTC)
-        p = price_call(c.provider, c.response_model or c.request_model, _usage(c), at, deployment=c.deployment)
-        out["cost_usd"].append(p.cost_usd)
-        out["input_cost_usd"].append(p.input_cost_usd)
-        out["output_cost_usd"].append(p.output_cost_usd)
-        out["price_source"].append(p.source)
-        out["priced_provider"].append(p.provider_id)
-        out["priced_model"].append(p.model_id)
-        out["unpriced_reason"].append(p.unpriced_reason)
+        context, cache_write_1h = pricing_inputs(pricer.attributes, found.lookup(c.trace_id, c.span_id))
+        p = pricer.price(
+            c.provider,
+            c.response_model or c.request_model,
+            _usage(c, cache_write_1h),
+            at,
+            deployment=c.deployment,
+            context=context,
+            cluster_id=c.cluster_id,
+        )
+        # priced_at_ns stays NULL at ingest: the cost was computed when the row was received (received_ns)
+        for name, value in zip(PRICE_COLUMNS, price_row(p, None), strict=True):
+            out[name].append(value)
     return out
 
 
-def prepare_batch(batch: NormalizedBatch, received_ns: int, project: str = DEFAULT_PROJECT) -> PreparedBatch:
-    """Price the calls and lay every record out column-wise (cheap to append, one table per kind)."""
+def _tool_price_columns(tools: Sequence[ToolCallRecord], pricer: Pricer) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {"cost_usd": [], "cost_source": []}
+    for t in tools:
+        cost, source = pricer.price_tool(t.tool_name, datetime.fromtimestamp(t.start_ns / 1e9, tz=UTC), t.cost_usd)
+        out["cost_usd"].append(cost)
+        out["cost_source"].append(source)
+    return out
+
+
+def prepare_batch(
+    batch: NormalizedBatch, received_ns: int, project: str = DEFAULT_PROJECT, pricer: Pricer | None = None
+) -> PreparedBatch:
+    """Price the calls and lay every record out column-wise (cheap to append, one table per kind).
+
+    ``pricer``: what to price with (default: the process's, see ``taskcost.pricing.active_pricer``).
+    """
+    pricer = pricer or active_pricer()
+    llm_prices = _price_columns(batch.llm_calls, batch.spans, pricer)
+    tool_prices = _tool_price_columns(batch.tool_calls, pricer)
     return PreparedBatch(
         columns={
             "spans": _columns(batch.spans, received_ns, project),
-            "llm_call_rows": _columns(batch.llm_calls, received_ns, project, _price_columns(batch.llm_calls)),
-            "tool_call_rows": _columns(batch.tool_calls, received_ns, project),
+            "llm_call_rows": _columns(batch.llm_calls, received_ns, project, llm_prices),
+            "tool_call_rows": _columns(batch.tool_calls, received_ns, project, tool_prices),
             "task_rows": _columns(batch.tasks, received_ns, project),
         },
         span_count=len(batch.spans),

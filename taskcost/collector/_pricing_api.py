@@ -1,0 +1,87 @@
+"""Pricing on a running server: which prices it uses, re-pricing, and the clusters' allocated windows.
+
+Creating the router installs the process's pricer (``taskcost.pricing.install_pricing``) from the
+settings, so OTLP/HTTP and OTLP/gRPC intake price with the configured price data, book and clusters,
+and pick up file changes (``taskcost prices update``, book edits) by themselves.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+
+from taskcost.collector._auth import authenticate, check_admin
+from taskcost.collector._errors import ApiError
+from taskcost.pricing import PricingConfig, PricingSource, epoch_ns, install_pricing
+from taskcost.settings import Settings
+from taskcost.store import Store, StoreUnavailableError
+
+__all__ = ["pricing_router"]
+
+
+class RepriceRequest(BaseModel):
+    since: datetime | None = Field(None, description="Calls that started at or after this (UTC).")
+    until: datetime | None = Field(None, description="Calls that started before this (UTC).")
+    dry_run: bool = Field(False, description="Compute and report, change nothing.")
+
+
+def _ns(at: datetime | None) -> int | None:
+    return None if at is None else epoch_ns(at)
+
+
+def pricing_router(settings: Settings, store: Store, admin_token: str | None) -> APIRouter:
+    source = PricingSource(PricingConfig.from_settings(settings))
+    install_pricing(source)
+    router = APIRouter()
+
+    @router.get("/api/pricing/status", tags=["pricing"])
+    def status(request: Request) -> dict[str, Any]:
+        """The price data, price book and clusters file this server prices with (and a reload error, if any)."""
+        authenticate(store, request, "read", admin_token)
+        p = source.current()
+        return {
+            "prices": p.data.label,
+            "prices_origin": p.data.origin,
+            "providers": p.data.providers,
+            "models": p.data.models,
+            "book": p.book_version,
+            "clusters": None if p.clusters is None else p.clusters.label,
+            "error": source.error,
+        }
+
+    @router.post("/api/admin/reprice", tags=["admin"])
+    def reprice(body: RepriceRequest, request: Request) -> dict[str, Any]:
+        """Reload the price files, then price stored calls again (one transaction). Needs the admin token."""
+        check_admin(request, admin_token)
+        try:
+            pricer = source.reload()
+        except ValueError as exc:
+            raise ApiError(400, f"the prices do not load, nothing was re-priced: {exc}") from None
+        run = getattr(store, "reprice", None)
+        if run is None:
+            raise ApiError(501, "this store cannot re-price")
+        try:
+            report = run(
+                pricer, since_ns=_ns(body.since), until_ns=_ns(body.until), now_ns=time.time_ns(), dry_run=body.dry_run
+            )
+        except StoreUnavailableError as exc:
+            raise ApiError(503, str(exc)) from None
+        out: dict[str, Any] = report.to_json()
+        return out
+
+    @router.get("/api/admin/clusters", tags=["admin"])
+    def clusters(
+        request: Request, since: datetime | None = None, until: datetime | None = None, cluster: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The self-hosted clusters' windows as last allocated: bill, attributed and idle cost. Admin token."""
+        check_admin(request, admin_token)
+        costs = getattr(store, "cluster_costs", None)
+        if costs is None:
+            raise ApiError(501, "this store keeps no cluster costs")
+        return [w.to_json() for w in costs(since_ns=_ns(since), until_ns=_ns(until), cluster_id=cluster)]
+
+    return router

@@ -1,0 +1,510 @@
+"""``taskcost reprice``: price stored calls again, and allocate self-hosted clusters' bills to their calls.
+
+All of it runs in **one transaction** on its own cursor: DuckDB's MVCC lets the single writer keep
+committing new spans meanwhile, and no reader ever sees a half re-priced history (a dry run rolls back).
+Calls are priced by the same ``Pricer.price`` as at ingest, from the same stored inputs, so a re-priced
+history is what ingest would have stored under the new prices. Rows are read page by page from a
+snapshot of the inputs (a temporary table) and updated only where something changed.
+
+Race with ingest (server mode): the server swaps its pricer before re-pricing; a batch priced with the
+old pricer but committed after this transaction began is caught by a second, short pass over the rows
+received before the re-price started that the first pass did not see.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from taskcost.pricing import CallPrice, ClusterWindowCost, ModelChange, Pricer, RepriceReport, pricing_inputs
+from taskcost.pricing._clusters import Cluster, ServedCall, WindowAllocation, allocate_window, describe, windows
+from taskcost.store._rows import PRICE_COLUMNS, price_row, usage_of
+
+__all__ = ["Progress", "cluster_costs", "reprice"]
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+_MONEY = pa.decimal128(38, 12)
+_NEW_SCHEMA = pa.schema(
+    [("project", pa.string()), ("trace_id", pa.string()), ("span_id", pa.string())]
+    + [
+        (c, _MONEY if c.endswith("_usd") else (pa.int64() if c == "priced_at_ns" else pa.string()))
+        for c in PRICE_COLUMNS
+    ]
+)
+_SET = ", ".join(f"{c} = n.{c}" for c in PRICE_COLUMNS)
+_OLD = ", ".join(f"c.{c} AS old_{c}" for c in PRICE_COLUMNS if c != "priced_at_ns")
+_MAX_WINDOWS_SHOWN = 24
+
+
+def _range(col: str, since_ns: int | None, until_ns: int | None) -> tuple[str, list[Any]]:
+    parts, params = [], []
+    if since_ns is not None:
+        parts.append(f"{col} >= ?")
+        params.append(since_ns)
+    if until_ns is not None:
+        parts.append(f"{col} < ?")
+        params.append(until_ns)
+    return (" AND ".join(parts) or "true"), params
+
+
+def _at(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns // 1_000_000_000, tz=UTC).replace(microsecond=(ns % 1_000_000_000) // 1000)
+
+
+def _iso(ns: int) -> str:
+    return _at(ns).isoformat().replace("+00:00", "Z")
+
+
+def _same(old: Sequence[Any], new: Sequence[Any]) -> bool:
+    """Old stored price columns vs new ones (priced_at_ns excluded; details compared as JSON values)."""
+    for name, a, b in zip(PRICE_COLUMNS, old, new, strict=False):
+        if name == "price_detail":
+            if (json.loads(a) if a else None) != (json.loads(b) if b else None):
+                return False
+        elif a != b:
+            return False
+    return True
+
+
+def _apply(cur: duckdb.DuckDBPyConnection, rows: list[tuple[Any, ...]]) -> None:
+    """Write new price columns for (project, trace_id, span_id, *PRICE_COLUMNS) rows."""
+    if not rows:
+        return
+    table = pa.Table.from_pylist([dict(zip(_NEW_SCHEMA.names, r, strict=True)) for r in rows], schema=_NEW_SCHEMA)
+    cur.register("_taskcost_repriced", table)
+    try:
+        cur.execute(
+            f"UPDATE llm_call_rows AS c SET {_SET} FROM _taskcost_repriced AS n "
+            "WHERE c.project = n.project AND c.trace_id = n.trace_id AND c.span_id = n.span_id"
+        )
+    finally:
+        cur.unregister("_taskcost_repriced")
+
+
+def _snapshot_api_calls(cur: duckdb.DuckDBPyConnection, pricer: Pricer, where: str, params: list[Any]) -> int:
+    names = [name for name, _ in pricer.attributes]
+    lookups = ", ".join(
+        "coalesce(json_extract_string(s.attributes, ?), json_extract_string(s.resource_attributes, ?))" for _ in names
+    )
+    paths: list[Any] = []
+    for name in names:
+        path = '$."' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        paths += [path, path]
+    cur.execute(
+        "CREATE OR REPLACE TEMP TABLE _taskcost_reprice AS "
+        "SELECT row_number() OVER (ORDER BY c.start_ns, c.project, c.trace_id, c.span_id) AS rn, "
+        "c.project, c.trace_id, c.span_id, c.start_ns, c.received_ns, c.provider, "
+        "coalesce(c.response_model, c.request_model) AS model, c.input_tokens, c.output_tokens, "
+        "c.cache_read_tokens, c.cache_write_tokens, c.reasoning_tokens, c.status, c.deployment, c.cluster_id, "
+        f"{_OLD}, [{lookups}]::VARCHAR[] AS attrs "
+        "FROM llm_call_rows c LEFT JOIN spans s "
+        "ON s.project = c.project AND s.trace_id = c.trace_id AND s.span_id = c.span_id "
+        f"WHERE c.deployment IS DISTINCT FROM 'self_hosted' AND {where}",
+        paths + params,
+    )
+    row = cur.execute("SELECT count(*) FROM _taskcost_reprice").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _price_page(
+    pricer: Pricer, rows: list[tuple[Any, ...]], now_ns: int, report: RepriceReport
+) -> list[tuple[Any, ...]]:
+    changed = []
+    n_old = len(PRICE_COLUMNS) - 1
+    by_model = {(m.provider, m.model): m for m in report.by_model}
+    for r in rows:
+        (_, project, trace_id, span_id, start_ns, provider, model, i, o, cr, cw, rs, status, dep, cluster) = r[:15]
+        old = r[15 : 15 + n_old]
+        attrs = r[15 + n_old] or []
+        values = dict(zip((name for name, _ in pricer.attributes), attrs, strict=False))
+        context, cw1h = pricing_inputs(pricer.attributes, values.get)
+        price: CallPrice = pricer.price(
+            provider,
+            model,
+            usage_of(i, o, cr, cw, rs, status, cw1h),
+            _at(start_ns),
+            deployment=dep,
+            context=context,
+            cluster_id=cluster,
+        )
+        new = price_row(price, now_ns)
+        report.calls += 1
+        if old[0] is not None:
+            report.before_usd += old[0]
+        if price.cost_usd is not None:
+            report.after_usd += price.cost_usd
+        else:
+            report.unpriced_after += 1
+        if _same(old, new):
+            continue
+        report.updated += 1
+        changed.append((project, trace_id, span_id, *new))
+        if old[0] == price.cost_usd:
+            continue  # same cost, new provenance (e.g. another book version)
+        report.changed += 1
+        report.newly_priced += old[0] is None and price.cost_usd is not None
+        report.newly_unpriced += old[0] is not None and price.cost_usd is None
+        m = by_model.setdefault((provider, model), ModelChange(provider, model))
+        m.calls += 1
+        m.before_usd += old[0] or Decimal(0)
+        m.after_usd += price.cost_usd or Decimal(0)
+    report.by_model = sorted(by_model.values(), key=lambda m: -abs(m.after_usd - m.before_usd))
+    return changed
+
+
+def _api_pass(
+    cur: duckdb.DuckDBPyConnection,
+    pricer: Pricer,
+    report: RepriceReport,
+    where: str,
+    params: list[Any],
+    now_ns: int,
+    page: int,
+    progress: Progress | None,
+) -> None:
+    total = _snapshot_api_calls(cur, pricer, where, params)
+    done = 0
+    while done < total:
+        rows = cur.execute(
+            "SELECT * EXCLUDE (received_ns) FROM _taskcost_reprice WHERE rn > ? AND rn <= ? ORDER BY rn",
+            [done, done + page],
+        ).fetchall()
+        _apply(cur, _price_page(pricer, rows, now_ns, report))
+        done += len(rows)
+        if progress is not None:
+            progress("calls", done, total)
+        if not rows:
+            break
+
+
+def _tool_pass(
+    cur: duckdb.DuckDBPyConnection, pricer: Pricer, report: RepriceReport, where: str, params: list[Any]
+) -> None:
+    """Tool calls whose cost did not come from their own span: the book's tool prices, again."""
+    rows = cur.execute(
+        "SELECT project, trace_id, span_id, tool_name, start_ns, cost_usd, cost_source FROM tool_call_rows "
+        "WHERE cost_source IS DISTINCT FROM 'span' AND NOT (cost_source IS NULL AND cost_usd IS NOT NULL) "
+        f"AND {where}",
+        params,
+    ).fetchall()
+    changed = []
+    for project, trace_id, span_id, tool_name, start_ns, cost, source in rows:
+        new_cost, new_source = pricer.price_tool(tool_name, _at(start_ns), None)
+        report.tool_calls += 1
+        report.tool_before_usd += cost or Decimal(0)
+        report.tool_after_usd += new_cost or Decimal(0)
+        if (new_cost, new_source) != (cost, source):
+            changed.append(
+                {"project": project, "trace_id": trace_id, "span_id": span_id, "c": new_cost, "s": new_source}
+            )
+    report.tools_changed = len(changed)
+    if changed:
+        schema = pa.schema(
+            [
+                ("project", pa.string()),
+                ("trace_id", pa.string()),
+                ("span_id", pa.string()),
+                ("c", _MONEY),
+                ("s", pa.string()),
+            ]
+        )
+        cur.register("_taskcost_tools", pa.Table.from_pylist(changed, schema=schema))
+        try:
+            cur.execute(
+                "UPDATE tool_call_rows AS t SET cost_usd = n.c, cost_source = n.s FROM _taskcost_tools AS n "
+                "WHERE t.project = n.project AND t.trace_id = n.trace_id AND t.span_id = n.span_id"
+            )
+        finally:
+            cur.unregister("_taskcost_tools")
+
+
+class _Served:
+    """One self-hosted call being allocated: its shares window by window."""
+
+    __slots__ = ("cluster_id", "end_ns", "key", "old", "open", "start_ns", "usd", "windows")
+
+    def __init__(self, row: tuple[Any, ...]) -> None:
+        self.key = (row[0], row[1], row[2])
+        self.start_ns, self.end_ns, self.cluster_id = row[3], row[4], row[5]
+        self.old = row[6:]
+        self.usd = Decimal(0)
+        self.windows: list[dict[str, Any]] = []
+        self.open = False
+
+
+def _self_hosted_rows(cur: duckdb.DuckDBPyConnection, lo: int | None, hi: int | None) -> list[tuple[Any, ...]]:
+    old = ", ".join(c for c in PRICE_COLUMNS if c != "priced_at_ns")
+    where, params = [], []
+    if lo is not None:
+        where.append("end_ns >= ?")
+        params.append(lo)
+    if hi is not None:
+        where.append("start_ns < ?")
+        params.append(hi)
+    return cur.execute(
+        f"SELECT project, trace_id, span_id, start_ns, end_ns, cluster_id, {old} FROM llm_call_rows "
+        f"WHERE deployment = 'self_hosted' AND {' AND '.join(where) or 'true'} ORDER BY start_ns",
+        params,
+    ).fetchall()
+
+
+def _cluster_pass(
+    cur: duckdb.DuckDBPyConnection,
+    pricer: Pricer,
+    report: RepriceReport,
+    since_ns: int | None,
+    until_ns: int | None,
+    now_ns: int,
+) -> None:
+    w = pricer.window_s * 1_000_000_000
+    closed = now_ns - now_ns % w  # only whole windows that have ended are allocated
+    lo = None if since_ns is None else since_ns - since_ns % w
+    hi = None if until_ns is None else -(-until_ns // w) * w
+    rows = _self_hosted_rows(cur, lo, hi)
+    for _ in range(16):  # widen to whole windows until no call crosses the edge (calls are rarely long)
+        if not rows:
+            break
+        new_lo = None if lo is None else min(lo, min(r[3] for r in rows))
+        new_hi = None if hi is None else max(hi, max(r[4] + 1 for r in rows))
+        new_lo = None if new_lo is None else new_lo - new_lo % w
+        new_hi = None if new_hi is None else -(-new_hi // w) * w
+        if (lo, hi) == (new_lo, new_hi):
+            break
+        lo, hi = new_lo, new_hi
+        rows = _self_hosted_rows(cur, lo, hi)
+    calls = [_Served(r) for r in rows]
+    report.self_hosted_calls = len(calls)
+    clusters = pricer.clusters
+    allocations: list[WindowAllocation] = []
+    if clusters is not None:
+        ids = sorted({c.id for c in clusters.clusters})
+        by_window: dict[tuple[str, int], list[_Served]] = {}
+        for call in calls:
+            call.open = call.end_ns > closed
+            t = call.start_ns - call.start_ns % w
+            while t < closed:
+                by_window.setdefault((call.cluster_id, t), []).append(call)
+                t += w
+                if t >= call.end_ns:
+                    break
+        for cid in ids:
+            for period in clusters.periods(cid):
+                first = lo if lo is not None else period.start_ns
+                last = min(hi if hi is not None else closed, closed)
+                for a, b in windows(period, first, last, w):
+                    served = by_window.get((cid, a - a % w), [])
+                    alloc = allocate_window(period, a, b, [ServedCall(c, c.start_ns, c.end_ns) for c in served])
+                    allocations.append(alloc)
+                    for c in served:
+                        _credit(c, alloc)
+    # the windows in range are recomputed from scratch (none, when no clusters file is configured any more)
+    cur.execute(
+        "DELETE FROM cluster_cost_rows WHERE window_start_ns >= ? AND window_start_ns < ?",
+        [lo if lo is not None else 0, min(hi, closed) if hi is not None else closed],
+    )
+    if clusters is not None:
+        _store_windows(cur, allocations, clusters.label, now_ns)
+    for alloc in allocations:
+        report.windows += 1
+        report.bill_usd += alloc.bill_usd
+        report.attributed_usd += alloc.attributed_usd
+        report.idle_usd += alloc.idle_usd
+    changed = []
+    for call in calls:
+        new = price_row(_self_hosted_price(pricer, call), now_ns)
+        if not _same(call.old, new):
+            changed.append((*call.key, *new))
+    report.self_hosted_changed = len(changed)
+    _apply(cur, changed)
+
+
+def _credit(call: _Served, alloc: WindowAllocation) -> None:
+    share = alloc.shares.get(call, Decimal(0))
+    call.usd += share
+    call.windows.append(
+        {
+            "start": _iso(alloc.start_ns),
+            "end": _iso(alloc.end_ns),
+            "usd_per_gpu_hour": str(alloc.cluster.rate),
+            "bill_usd": str(alloc.bill_usd),
+            "busy_s": str(Decimal(alloc.busy_ns) / 1_000_000_000),
+            "share_s": str(round(float(alloc.busy_share_ns.get(call, Fraction(0))) / 1e9, 6)),
+            "usd": str(share),
+        }
+    )
+
+
+def _self_hosted_price(pricer: Pricer, call: _Served) -> CallPrice:
+    clusters = pricer.clusters
+    if clusters is None or not call.cluster_id or not clusters.periods(call.cluster_id):
+        return CallPrice.unpriced(pricer.self_hosted_reason(call.cluster_id), pricer.book_version)
+    if call.open:
+        return CallPrice.unpriced(
+            f"self_hosted: cluster {call.cluster_id!r}: the call's last window has not closed yet "
+            f"(run `taskcost reprice` after {_iso(call.end_ns)})",
+            pricer.book_version,
+        )
+    if not call.windows:
+        return CallPrice.unpriced(
+            f"self_hosted: cluster {call.cluster_id!r} has no rate at {_iso(call.start_ns)} (clusters file)",
+            pricer.book_version,
+        )
+    period = _period_at(clusters.periods(call.cluster_id), call.start_ns)
+    shown = call.windows[:_MAX_WINDOWS_SHOWN]
+    detail: dict[str, Any] = {"rates": clusters.label, "method": "busy_seconds", **describe(period), "windows": shown}
+    if len(call.windows) > len(shown):
+        detail["windows_omitted"] = len(call.windows) - len(shown)
+    return CallPrice(
+        cost_usd=call.usd,
+        input_cost_usd=None,
+        output_cost_usd=None,
+        source=clusters.label,
+        provider_id=None,
+        model_id=None,
+        unpriced_reason=None,
+        book_version=pricer.book_version,
+        detail=detail,
+    )
+
+
+def _period_at(periods: list[Cluster], at_ns: int) -> Cluster:
+    found = periods[0]
+    for p in periods:
+        if p.start_ns <= at_ns:
+            found = p
+    return found
+
+
+def _store_windows(
+    cur: duckdb.DuckDBPyConnection, allocations: list[WindowAllocation], label: str, now_ns: int
+) -> None:
+    if not allocations:
+        return
+    cur.executemany(
+        "INSERT INTO cluster_cost_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            [
+                a.cluster.id,
+                a.start_ns,
+                a.end_ns,
+                a.cluster.gpu_type,
+                a.cluster.gpu_count,
+                a.cluster.rate,
+                a.cluster.rate_source,
+                a.bill_usd,
+                a.attributed_usd,
+                a.idle_usd,
+                a.busy_ns / 1e9,
+                len(a.shares),
+                label,
+                now_ns,
+            ]
+            for a in allocations
+        ],
+    )
+
+
+def _catch_up(
+    cur: duckdb.DuckDBPyConnection,
+    pricer: Pricer,
+    report: RepriceReport,
+    where: str,
+    params: list[Any],
+    started_ns: int,
+    now_ns: int,
+) -> None:
+    """Calls received before the re-price began but committed after its snapshot: price them too."""
+    cur.execute("ALTER TABLE _taskcost_reprice RENAME TO _taskcost_reprice_seen")
+    total = _snapshot_api_calls(cur, pricer, f"{where} AND c.received_ns < ?", [*params, started_ns])
+    if total:
+        cur.execute(
+            "DELETE FROM _taskcost_reprice r USING _taskcost_reprice_seen s "
+            "WHERE r.project = s.project AND r.trace_id = s.trace_id AND r.span_id = s.span_id"
+        )
+        late = cur.execute("SELECT * EXCLUDE (received_ns) FROM _taskcost_reprice ORDER BY rn").fetchall()
+        extra = RepriceReport()
+        _apply(cur, _price_page(pricer, late, now_ns, extra))
+        report.caught_up = extra.updated
+    cur.execute("DROP TABLE IF EXISTS _taskcost_reprice_seen")
+    cur.execute("DROP TABLE IF EXISTS _taskcost_reprice")
+
+
+def reprice(
+    con: duckdb.DuckDBPyConnection,
+    pricer: Pricer,
+    *,
+    since_ns: int | None = None,
+    until_ns: int | None = None,
+    now_ns: int | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    page: int = 5000,
+) -> RepriceReport:
+    """Price the calls that started in [since, until) again with ``pricer`` (all history by default), and
+    allocate the clusters' bills over the whole windows that have ended. Returns what changed."""
+    started = time.perf_counter()
+    started_ns = time.time_ns()
+    now_ns = now_ns if now_ns is not None else started_ns
+    report = RepriceReport(
+        since_ns=since_ns,
+        until_ns=until_ns,
+        dry_run=dry_run,
+        prices=pricer.data.label,
+        book=pricer.book_version,
+        clusters=None if pricer.clusters is None else pricer.clusters.label,
+    )
+    where, params = _range("c.start_ns", since_ns, until_ns)
+    with contextlib.closing(con.cursor()) as cur:
+        cur.execute("BEGIN TRANSACTION")
+        try:
+            _api_pass(cur, pricer, report, where, params, now_ns, page, progress)
+            _tool_pass(cur, pricer, report, where.replace("c.start_ns", "start_ns"), params)
+            if progress is not None:
+                progress("clusters", 0, 1)
+            _cluster_pass(cur, pricer, report, since_ns, until_ns, now_ns)
+            if progress is not None:
+                progress("clusters", 1, 1)
+            if dry_run:
+                cur.execute("ROLLBACK")
+            else:
+                cur.execute("COMMIT")
+                cur.execute("BEGIN TRANSACTION")
+                _catch_up(cur, pricer, report, where, params, started_ns, now_ns)
+                cur.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                cur.execute("ROLLBACK")
+            raise
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def cluster_costs(
+    con: duckdb.DuckDBPyConnection,
+    since_ns: int | None = None,
+    until_ns: int | None = None,
+    cluster_id: str | None = None,
+) -> list[ClusterWindowCost]:
+    """The allocated windows (from the last ``reprice``), oldest first."""
+    where, params = _range("window_start_ns", since_ns, until_ns)
+    if cluster_id is not None:
+        where += " AND cluster_id = ?"
+        params.append(cluster_id)
+    with contextlib.closing(con.cursor()) as cur:
+        rows = cur.execute(
+            "SELECT cluster_id, window_start_ns, window_end_ns, gpu_type, gpu_count, usd_per_gpu_hour, rate_source, "
+            "bill_usd, attributed_usd, idle_usd, busy_s, calls, clusters_version FROM cluster_cost_rows "
+            f"WHERE {where} ORDER BY window_start_ns, cluster_id",
+            params,
+        ).fetchall()
+    return [ClusterWindowCost(*r) for r in rows]
