@@ -157,3 +157,24 @@ def test_http_api_never_answers_5xx(fuzz_app: tuple[FastAPI, DuckDBStore]) -> No
             case.call_and_validate(checks=[not_a_server_error])
 
         call()
+
+
+def test_values_the_columns_cannot_hold_are_rejected_and_the_writer_lives_on(
+    fuzz_client: TestClient, fuzz_app: tuple[FastAPI, DuckDBStore]
+) -> None:
+    """Found by the fuzzer: a start time beyond int64 nanoseconds once killed the writer thread, and
+    every later request then waited forever."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    req = sample_request()
+    spans = req.resource_spans[0].scope_spans[0].spans
+    spans[1].start_time_unix_nano = 2**64 - 1
+    spans[2].kind = 99  # an enum value no SDK sends: stored as unspecified
+    spans[2].status.code = 77
+    r = fuzz_client.post(
+        "/v1/traces", content=req.SerializeToString(), headers={"Content-Type": "application/x-protobuf"}
+    )
+    assert r.status_code == 200
+    assert ExportTraceServiceResponse.FromString(r.content).partial_success.rejected_spans == 1
+    assert fuzz_app[1].writer_alive
+    assert _post(fuzz_client, sample_request().SerializeToString(), "application/x-protobuf", False) == 200

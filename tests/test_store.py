@@ -205,3 +205,12 @@ def test_a_span_twice_in_one_batch_is_stored_once(store: DuckDBStore) -> None:
     info = store.write(prepare_batch(normalize_request(twice), 1))
     assert (info.spans, info.deduplicated) == (4, 4)
     assert store.query("SELECT count(*) FROM llm_calls").rows == [(2,)]
+
+
+def test_a_batch_the_columns_cannot_hold_fails_alone_and_the_writer_lives_on(store: DuckDBStore) -> None:
+    bad = prepare_batch(normalize_request(sample_request()), 1)
+    bad.columns["spans"]["start_ns"][0] = 2**64  # beyond BIGINT: Arrow refuses it
+    with pytest.raises(Exception, match="overflow|out of range|not in range|too large|convert"):
+        store.write(bad)
+    assert store.writer_alive and store.queued_spans == 0
+    assert store.write(prepare_batch(normalize_request(sample_request()), 1)).spans == 4

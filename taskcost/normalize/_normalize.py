@@ -30,6 +30,12 @@ from taskcost.normalize._rules import DEFAULT_RULES, NormalizeRules
 
 __all__ = ["normalize_request"]
 
+# Bounds of the stored column types: a value outside is not real data (fuzzers and broken clients send them)
+_MAX_NS = 2**63  # BIGINT nanoseconds: up to the year 2262
+_MAX_KIND = 5  # SpanKind: UNSPECIFIED .. CONSUMER
+_MAX_STATUS = 2  # StatusCode: UNSET, OK, ERROR
+_MAX_ATTEMPT = 1_000_000
+
 _ERROR = Status.STATUS_CODE_ERROR
 _MAX_DEPTH = 256
 _MAX_GPUS = 100_000
@@ -69,6 +75,9 @@ def normalize_request(req: ExportTraceServiceRequest, rules: NormalizeRules = DE
                 if span.parent_span_id and len(span.parent_span_id) != 8:
                     out.reject(f"span {span.name!r}: parent_span_id must be 8 bytes")
                     continue
+                if not (0 < span.start_time_unix_nano < _MAX_NS and 0 < span.end_time_unix_nano < _MAX_NS):
+                    out.reject(f"span {span.name!r}: start and end time must be set, in nanoseconds since 1970")
+                    continue
                 parsed.append(
                     _parse(out, rules, span, ss.scope.name, ss.scope.version, resource, resource_json, service)
                 )
@@ -101,10 +110,10 @@ def _parse(
             span_id=span_id,
             parent_span_id=parent_id,
             name=span.name,
-            kind=int(span.kind),
+            kind=int(span.kind) if 0 <= span.kind <= _MAX_KIND else 0,  # unknown enum values: unspecified
             start_ns=span.start_time_unix_nano,
             end_ns=span.end_time_unix_nano,
-            status_code=int(span.status.code),
+            status_code=int(span.status.code) if 0 <= span.status.code <= _MAX_STATUS else 0,
             status_message=span.status.message,
             service_name=service,
             scope_name=scope_name,
@@ -268,7 +277,7 @@ def _task(
 def _llm_call(p: _Parsed, task_id: str, status: str, error_type: str | None) -> LLMCallRecord:
     a, span = p.attrs, p.span
     usage = X.usage(a)
-    attempt = a.integer(N.CALL_ATTEMPT)
+    attempt = a.integer(N.CALL_ATTEMPT, limit=_MAX_ATTEMPT)
     deployment = a.text(N.DEPLOYMENT)
     gpu_count = a.integer(N.GPU_COUNT, limit=_MAX_GPUS)
     engine = a.text(N.ENGINE)

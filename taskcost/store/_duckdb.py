@@ -146,6 +146,8 @@ class DuckDBStore:
         """
         if self.read_only or self._closed:
             raise StoreUnavailableError("store is closed or read-only")
+        if not self.writer_alive:
+            raise StoreUnavailableError("the store's writer is not running (see the server log)")
 
         def has_room() -> bool:
             return not self._queued_spans or self._queued_spans + batch.span_count <= self._max_queued_spans
@@ -179,10 +181,19 @@ class DuckDBStore:
                         break
                     jobs.append(nxt)
                     spans += nxt.batch.span_count
-                self._commit(cur, jobs)
-                with self._queued_lock:
-                    self._queued_spans -= spans
-                    self._queued_lock.notify_all()
+                try:
+                    self._commit(cur, jobs)
+                except BaseException as exc:  # never leave a request waiting on a future nobody resolves
+                    log.exception("the writer failed; refusing the batches it held")
+                    for j in jobs:
+                        if not j.future.done():
+                            j.future.set_exception(exc)
+                    if not isinstance(exc, Exception):
+                        raise
+                finally:
+                    with self._queued_lock:
+                        self._queued_spans -= spans
+                        self._queued_lock.notify_all()
                 if stop:
                     return
         finally:
@@ -211,7 +222,14 @@ class DuckDBStore:
 
     def _commit(self, cur: duckdb.DuckDBPyConnection, jobs: list[_Job]) -> None:
         started = time.perf_counter()
-        data = {t: tbl for t in TABLES if (tbl := self._incoming(jobs, t)) is not None}
+        try:
+            data = {t: tbl for t in TABLES if (tbl := self._incoming(jobs, t)) is not None}
+        except Exception as exc:  # a value the columns cannot hold: refuse these batches, keep the writer alive
+            log.exception("batch(es) not writable; nothing of them was committed")
+            self.failed_batches += len(jobs)
+            for j in jobs:
+                j.future.set_exception(exc)
+            return
         spans = data.get("spans")
         n_spans = spans.num_rows if spans is not None else 0
         try:
