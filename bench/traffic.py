@@ -8,10 +8,10 @@ import random
 from collections.abc import Iterator
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
 from taskcost.normalize import encode_json
+from taskcost.normalize import key_value as _kv
 
 __all__ = ["MODELS", "requests", "to_json"]
 
@@ -23,19 +23,6 @@ MODELS = [
     ("openai", "gpt-5"),
 ]
 T0 = 1_796_000_000_000_000_000
-
-
-def _kv(key: str, value: object) -> KeyValue:
-    v = AnyValue()
-    if isinstance(value, bool):
-        v.bool_value = value
-    elif isinstance(value, int):
-        v.int_value = value
-    elif isinstance(value, float):
-        v.double_value = value
-    else:
-        v.string_value = str(value)
-    return KeyValue(key=key, value=v)
 
 
 def _resource(rs: ResourceSpans, rng: random.Random) -> None:

@@ -5,9 +5,9 @@ and `taskcost tasks` as a user would run them."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
+import time
 from decimal import Decimal
 
 from tests.conftest import REPO, Server, cli_env, run_cli
@@ -102,7 +102,10 @@ def test_sql_refuses_writes_through_the_server(server: Server) -> None:
 
 
 def test_agent_without_a_collector_runs_and_exits(tmp_path) -> None:
+    """Nothing listens: the agent still finishes its work and exits 0, and its flush at exit is bounded
+    (the script gives shutdown 10 s; the exporter's own retries would take longer if they blocked it)."""
     env = {**cli_env(), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}  # nothing listens there
+    started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, str(REPO / "examples" / "quickstart_agent.py")],
         env=env,
@@ -111,4 +114,4 @@ def test_agent_without_a_collector_runs_and_exits(tmp_path) -> None:
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    assert os.path.exists(REPO / "examples" / "quickstart_agent.py")
+    assert time.monotonic() - started < 25

@@ -7,25 +7,11 @@ from typing import Any
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
-from taskcost.normalize import normalize_request
+from taskcost.normalize import key_value, normalize_request
 
-
-def _kv(key: str, value: Any) -> KeyValue:
-    v = AnyValue()
-    if isinstance(value, bool):
-        v.bool_value = value
-    elif isinstance(value, int):
-        v.int_value = value
-    elif isinstance(value, float):
-        v.double_value = value
-    elif isinstance(value, list):
-        v.array_value.values.extend(AnyValue(string_value=x) for x in value)
-    else:
-        v.string_value = value
-    return KeyValue(key=key, value=v)
+_kv = key_value
 
 
 def _request(span_attrs: dict[str, Any], resource: dict[str, Any] | None = None, error: bool = False):

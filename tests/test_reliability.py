@@ -3,6 +3,7 @@ real OpenTelemetry OTLP/HTTP exporter, kill -9 and restarts."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -46,14 +47,12 @@ def _ids(spans: list[ReadableSpan]) -> set[tuple[str, str]]:
     return {(format(s.context.trace_id, "032x"), format(s.context.span_id, "016x")) for s in spans}
 
 
-def _stored(db: Path, url: str | None = None) -> list[tuple[str, str, int]]:
-    import json
-
-    args = ["sql", "--db", str(db), "--format", "json"]
-    if url:
-        args += ["--url", url]
-    query = "SELECT trace_id, span_id, count(*) AS n FROM spans GROUP BY ALL"
-    return [(r["trace_id"], r["span_id"], r["n"]) for r in json.loads(run_cli(*args, query).stdout)]
+def _stored(db: Path) -> list[tuple[str, str, int]]:
+    """(trace_id, span_id, copies) of every stored span, through `taskcost sql` as a user would ask."""
+    out = run_cli(
+        "sql", "--db", str(db), "--format", "json", "SELECT trace_id, span_id, count(*) AS n FROM spans GROUP BY ALL"
+    )
+    return [(r["trace_id"], r["span_id"], r["n"]) for r in json.loads(out.stdout)]
 
 
 def test_kill_9_mid_run_loses_no_acknowledged_span_and_counts_none_twice(tmp_path: Path) -> None:

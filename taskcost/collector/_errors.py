@@ -8,6 +8,7 @@ Status and API clients get one shape everywhere. OTLP requests sent as protobuf 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -19,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 __all__ = ["PROTOBUF", "ApiError", "error_body", "install_error_handlers"]
 
 PROTOBUF = "application/x-protobuf"
+log = logging.getLogger("taskcost.collector")
 
 _SLUGS = {
     400: "bad_request",
@@ -81,7 +83,5 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
         # Never a traceback to the client; the log has it.
-        import logging
-
-        logging.getLogger("taskcost.collector").exception("unhandled error on %s", request.url.path)
+        log.exception("unhandled error on %s", request.url.path)
         return error_response(request, 500, f"internal error ({type(exc).__name__}); see the server log")

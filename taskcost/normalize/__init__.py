@@ -2,7 +2,14 @@
 
 Which attribute names are read, in which precedence, is the table in _conventions (docs/conventions.md)."""
 
-from taskcost.normalize._decode import DecodeError, decode_json, decode_protobuf, encode_json
+from taskcost.normalize._decode import (
+    DecodeError,
+    decode_json,
+    decode_protobuf,
+    encode_json,
+    key_value,
+    to_any_value,
+)
 from taskcost.normalize._normalize import normalize_request
 from taskcost.normalize._records import (
     LLMCallRecord,
@@ -25,5 +32,7 @@ __all__ = [
     "decode_json",
     "decode_protobuf",
     "encode_json",
+    "key_value",
     "normalize_request",
+    "to_any_value",
 ]

@@ -9,8 +9,9 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError as _PbDecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-__all__ = ["DecodeError", "decode_json", "decode_protobuf", "encode_json"]
+__all__ = ["DecodeError", "decode_json", "decode_protobuf", "encode_json", "key_value", "to_any_value"]
 
 # Fields that OTLP/JSON encodes as hex where the protobuf JSON mapping expects base64.
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
@@ -106,3 +107,24 @@ def encode_json(req: ExportTraceServiceRequest) -> dict[str, Any]:
                         if key in link:
                             link[key] = base64.b64decode(link[key]).hex()
     return doc
+
+
+def to_any_value(value: Any) -> AnyValue:
+    """A Python value as an OTLP AnyValue (bool, int, float, str, sequences): the inverse of reading one."""
+    v = AnyValue()
+    if isinstance(value, bool):
+        v.bool_value = value
+    elif isinstance(value, int):
+        v.int_value = value
+    elif isinstance(value, float):
+        v.double_value = value
+    elif isinstance(value, (list, tuple)):
+        v.array_value.values.extend(to_any_value(x) for x in value)
+    else:
+        v.string_value = str(value)
+    return v
+
+
+def key_value(key: str, value: Any) -> KeyValue:
+    """One OTLP attribute, for tools and tests that build requests by hand."""
+    return KeyValue(key=key, value=to_any_value(value))

@@ -81,7 +81,7 @@ class DuckDBStore:
         self._schemas: dict[str, pa.Schema] = {}
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._queued_spans = 0
-        self._queued_lock = threading.Condition()
+        self._queue_room = threading.Condition()
         self._writer: threading.Thread | None = None
         self._closed = False
         self._keys_lock = threading.Lock()
@@ -152,8 +152,8 @@ class DuckDBStore:
         def has_room() -> bool:
             return not self._queued_spans or self._queued_spans + batch.span_count <= self._max_queued_spans
 
-        with self._queued_lock:
-            if not self._queued_lock.wait_for(has_room, timeout=wait_s):
+        with self._queue_room:
+            if not self._queue_room.wait_for(has_room, timeout=wait_s):
                 raise StoreBusyError(f"write queue full ({self._queued_spans} spans waiting)")
             self._queued_spans += batch.span_count
         job = _Job(batch)
@@ -191,9 +191,9 @@ class DuckDBStore:
                     if not isinstance(exc, Exception):
                         raise
                 finally:
-                    with self._queued_lock:
+                    with self._queue_room:
                         self._queued_spans -= spans
-                        self._queued_lock.notify_all()
+                        self._queue_room.notify_all()
                 if stop:
                     return
         finally:

@@ -6,30 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
+
+from taskcost.normalize import key_value as kv
 
 T0 = 1_796_000_000_000_000_000  # ns
 MS = 1_000_000
-
-
-def any_value(value: Any) -> AnyValue:
-    v = AnyValue()
-    if isinstance(value, bool):
-        v.bool_value = value
-    elif isinstance(value, int):
-        v.int_value = value
-    elif isinstance(value, float):
-        v.double_value = value
-    elif isinstance(value, (list, tuple)):
-        v.array_value.values.extend(any_value(x) for x in value)
-    else:
-        v.string_value = str(value)
-    return v
-
-
-def kv(key: str, value: Any) -> KeyValue:
-    return KeyValue(key=key, value=any_value(value))
 
 
 def trace_id(n: int) -> bytes:
