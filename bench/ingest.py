@@ -5,6 +5,7 @@ same run's decode-and-extract ceiling; and the collector's peak RSS."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import statistics
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -27,6 +29,12 @@ class IngestResult:
     ceiling_spans_per_s: float
     peak_rss_mb: float
     refused: int
+    senders: int = 0
+    server_cpu_us_per_span: float = float("nan")  # the collector process, all its threads (decode, writer, DuckDB)
+    sender_cpu_us_per_span: float = float("nan")  # the load generator's processes, on the same 2 cores
+    ceiling_cpu_us_per_span: float = float("nan")  # decode + extract alone, from the ceiling measurement
+    commits: int = 0
+    writer_busy_share: float = float("nan")  # time inside commits / elapsed: near 1.0 means the writer limits
 
     @property
     def ratio(self) -> float:
@@ -59,7 +67,28 @@ def ceiling(bodies: list[tuple[bytes, str, int]], repeats: int = 3) -> float:
     return statistics.median(rates)
 
 
-def _send(url: str, bodies: list[tuple[bytes, str, int]], refused: mp.Value) -> None:  # type: ignore[valid-type]
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process, all threads (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return float("nan")
+
+
+def _send(url: str, bodies: list[tuple[bytes, str, int]], refused: Any, cpu: Any) -> None:
+    try:
+        _post_all(url, bodies, refused)
+    finally:
+        with cpu.get_lock():
+            cpu.value += time.process_time()
+
+
+def _post_all(url: str, bodies: list[tuple[bytes, str, int]], refused: Any) -> None:
     with httpx.Client(timeout=60) as client:
         for body, ctype, _ in bodies:
             while True:
@@ -119,9 +148,10 @@ def run_ingest(total: int = 200_000, senders: int = 4, json_share: float = 0.3) 
                         break
                 except httpx.HTTPError:
                     time.sleep(0.1)
-            refused = mp.Value("i", 0)
+            refused, sender_cpu = mp.Value("i", 0), mp.Value("d", 0.0)
             parts = [bodies[i::senders] for i in range(senders)]
-            workers = [mp.Process(target=_send, args=(url, part, refused)) for part in parts]
+            workers = [mp.Process(target=_send, args=(url, part, refused, sender_cpu)) for part in parts]
+            cpu0 = _cpu_s(proc.pid)
             start = time.perf_counter()
             for w in workers:
                 w.start()
@@ -134,8 +164,22 @@ def run_ingest(total: int = 200_000, senders: int = 4, json_share: float = 0.3) 
                     break
                 time.sleep(0.05)
             elapsed = time.perf_counter() - start
+            server_cpu = _cpu_s(proc.pid) - cpu0
             peak = _peak_rss_mb(proc.pid)
+            metrics = httpx.get(f"{url}/metrics", timeout=10).text
         finally:
             proc.terminate()
             proc.wait(60)
-    return IngestResult(n, n / elapsed, ceil, peak, refused.value)
+    return IngestResult(
+        n,
+        n / elapsed,
+        ceil,
+        peak,
+        refused.value,
+        senders=senders,
+        server_cpu_us_per_span=server_cpu / n * 1e6,
+        sender_cpu_us_per_span=sender_cpu.value / n * 1e6,
+        ceiling_cpu_us_per_span=1e6 / ceil,
+        commits=int(_metric(metrics, "taskcost_write_seconds_count")),
+        writer_busy_share=_metric(metrics, "taskcost_write_seconds_sum") / elapsed,
+    )

@@ -31,7 +31,22 @@ def any_value(v: AnyValue) -> Any:
 
 
 def attributes_dict(kvs: Any) -> dict[str, Any]:
-    return {kv.key: any_value(kv.value) for kv in kvs}
+    # the hot loop of ingest: scalar values read inline (one function call less per attribute)
+    out: dict[str, Any] = {}
+    for kv in kvs:
+        v = kv.value
+        which = v.WhichOneof("value")
+        if which == "string_value":
+            out[kv.key] = v.string_value
+        elif which == "int_value":
+            out[kv.key] = v.int_value
+        elif which == "double_value":
+            out[kv.key] = v.double_value
+        elif which == "bool_value":
+            out[kv.key] = v.bool_value
+        else:
+            out[kv.key] = any_value(v)
+    return out
 
 
 def to_int(value: Any) -> int | None:

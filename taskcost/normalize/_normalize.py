@@ -37,8 +37,64 @@ _MAX_STATUS = 2  # StatusCode: UNSET, OK, ERROR
 _MAX_ATTEMPT = 1_000_000
 
 _ERROR = Status.STATUS_CODE_ERROR
+_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode  # built once, not per span
+
+# Context a call reads from one name each, usually set on the resource (the process), not on the span: read once per
+# resource and shared by its spans, unless a span sets one of these names itself.
+_CONTEXT_NAMES = frozenset(
+    {
+        N.ENGINE,
+        N.ENGINE_VERSION,
+        N.QUANTIZATION,
+        N.GPU_TYPE,
+        N.GPU_COUNT,
+        N.CLUSTER_ID,
+        N.DEPLOYMENT,
+        N.IMAGE_NAME,
+        N.IMAGE_TAGS,
+        N.K8S_CLUSTER,
+        N.CLOUD_REGION,
+        N.HARNESS_VERSION,
+        N.AGENT_VERSION,
+    }
+)
 _MAX_DEPTH = 256
 _MAX_GPUS = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    engine: str | None
+    engine_version: str | None
+    quantization: str | None
+    gpu_type: str | None
+    gpu_count: int | None
+    cluster_id: str | None
+    deployment: str | None
+    image_name: str | None
+    image_tags: list[str] | None
+    k8s_cluster: str | None
+    cloud_region: str | None
+    harness_version: str | None
+    agent_version: str | None
+
+    @classmethod
+    def read(cls, a: Attrs) -> _Context:
+        return cls(
+            a.text(N.ENGINE),
+            a.text(N.ENGINE_VERSION),
+            a.text(N.QUANTIZATION),
+            a.text(N.GPU_TYPE),
+            a.integer(N.GPU_COUNT, limit=_MAX_GPUS) or None,
+            a.text(N.CLUSTER_ID),
+            a.text(N.DEPLOYMENT),
+            a.text(N.IMAGE_NAME),
+            a.text_list(N.IMAGE_TAGS),
+            a.text(N.K8S_CLUSTER),
+            a.text(N.CLOUD_REGION),
+            a.text(N.HARNESS_VERSION),
+            a.text(N.AGENT_VERSION),
+        )
 
 
 @dataclass(slots=True)
@@ -53,6 +109,11 @@ class _Parsed:
     op: str | None
     role: str | None
     own_task_id: str | None
+    shared: _Context | None  # the resource's context, when the span sets none of _CONTEXT_NAMES itself
+
+    @property
+    def context(self) -> _Context:
+        return self.shared if self.shared is not None else _Context.read(self.attrs)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -64,9 +125,10 @@ def normalize_request(req: ExportTraceServiceRequest, rules: NormalizeRules = DE
     parsed: list[_Parsed] = []
     for rs in req.resource_spans:
         resource = attributes_dict(rs.resource.attributes)
-        resource_json = json.dumps(resource, separators=(",", ":"), sort_keys=True)
+        resource_json = _JSON(resource)
         service = resource.get(N.SERVICE_NAME)
         service = None if service is None else str(service)
+        shared = _Context.read(Attrs({}, resource, out.warn))
         for ss in rs.scope_spans:
             for span in ss.spans:
                 if len(span.trace_id) != 16 or len(span.span_id) != 8 or not any(span.trace_id):
@@ -79,7 +141,7 @@ def normalize_request(req: ExportTraceServiceRequest, rules: NormalizeRules = DE
                     out.reject(f"span {span.name!r}: start and end time must be set, in nanoseconds since 1970")
                     continue
                 parsed.append(
-                    _parse(out, rules, span, ss.scope.name, ss.scope.version, resource, resource_json, service)
+                    _parse(out, rules, span, ss.scope.name, ss.scope.version, resource, resource_json, service, shared)
                 )
     _build(out, rules, parsed)
     return out
@@ -94,6 +156,7 @@ def _parse(
     resource: dict[str, Any],
     resource_json: str,
     service: str | None,
+    shared: _Context,
 ) -> _Parsed:
     span_attrs = attributes_dict(span.attributes)
     trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
@@ -118,9 +181,9 @@ def _parse(
             service_name=service,
             scope_name=scope_name,
             scope_version=scope_version,
-            attributes=json.dumps(span_attrs, separators=(",", ":"), sort_keys=True),
+            attributes=_JSON(span_attrs),
             resource_attributes=resource_json,
-            events=json.dumps(events, separators=(",", ":")) if events else "[]",
+            events=_JSON(events) if events else "[]",
         )
     )
     a = Attrs(span_attrs, resource, out.warn)
@@ -136,6 +199,7 @@ def _parse(
         op=op,
         role=X.role(span_attrs, op),
         own_task_id=a.text(*rules.task_id_attributes) if rules.task_id_attributes else None,
+        shared=shared if _CONTEXT_NAMES.isdisjoint(span_attrs) else None,
     )
 
 
@@ -256,6 +320,7 @@ def _task(
 ) -> TaskRecord:
     a = p.attrs
     kind = a.text(N.TASK_KIND) if explicit else (a.text(*C.WORKFLOW_NAME) or X.agent_name(a) or p.span.name or None)
+    ctx = p.context
     return TaskRecord(
         trace_id=p.trace_id,
         span_id=p.span_id,
@@ -266,9 +331,9 @@ def _task(
         end_ns=p.span.end_time_unix_nano,
         status=status,
         error_type=error_type,
-        harness_version=a.text(N.HARNESS_VERSION),
+        harness_version=ctx.harness_version,
         agent_name=X.agent_name(a),
-        agent_version=a.text(N.AGENT_VERSION),
+        agent_version=ctx.agent_version,
         conversation_id=a.text(*C.CONVERSATION_ID),
         service_name=p.service,
     )
@@ -278,9 +343,9 @@ def _llm_call(p: _Parsed, task_id: str, status: str, error_type: str | None) -> 
     a, span = p.attrs, p.span
     usage = X.usage(a)
     attempt = a.integer(N.CALL_ATTEMPT, limit=_MAX_ATTEMPT)
-    deployment = a.text(N.DEPLOYMENT)
-    gpu_count = a.integer(N.GPU_COUNT, limit=_MAX_GPUS)
-    engine = a.text(N.ENGINE)
+    ctx = p.context
+    deployment = ctx.deployment
+    engine = ctx.engine
     if X.is_vllm_server_span(p.scope_name, a.resource):
         # vLLM's own server span: the model ran on our GPUs (priced per GPU-hour, not from a price list)
         engine = engine or "vllm"
@@ -310,17 +375,17 @@ def _llm_call(p: _Parsed, task_id: str, status: str, error_type: str | None) -> 
         service_name=p.service,
         conversation_id=a.text(*C.CONVERSATION_ID),
         agent_name=X.agent_name(a),
-        agent_version=a.text(N.AGENT_VERSION),
-        harness_version=a.text(N.HARNESS_VERSION),
+        agent_version=ctx.agent_version,
+        harness_version=ctx.harness_version,
         engine=engine,
-        engine_version=a.text(N.ENGINE_VERSION),
-        quantization=a.text(N.QUANTIZATION),
-        gpu_type=a.text(N.GPU_TYPE),
-        gpu_count=gpu_count if gpu_count else None,
-        cluster_id=a.text(N.CLUSTER_ID),
+        engine_version=ctx.engine_version,
+        quantization=ctx.quantization,
+        gpu_type=ctx.gpu_type,
+        gpu_count=ctx.gpu_count,
+        cluster_id=ctx.cluster_id,
         deployment=deployment if deployment in N.DEPLOYMENTS else None,
-        container_image_name=a.text(N.IMAGE_NAME),
-        container_image_tags=a.text_list(N.IMAGE_TAGS),
-        k8s_cluster_name=a.text(N.K8S_CLUSTER),
-        cloud_region=a.text(N.CLOUD_REGION),
+        container_image_name=ctx.image_name,
+        container_image_tags=ctx.image_tags,
+        k8s_cluster_name=ctx.k8s_cluster,
+        cloud_region=ctx.cloud_region,
     )

@@ -164,28 +164,55 @@ def _rate(price: Decimal | gp.TieredPrices, total_input: int) -> Decimal:
     return price
 
 
+# A set of rates' plan, computed once per ModelPrice object: (unit, usage field, descendants, price) for each
+# priced unit, and whether the fast path may compute it. The object is kept so its id is never reused.
+_PLANS: dict[int, tuple[gp.ModelPrice, tuple[tuple[tuple[str, str, tuple[str, ...], Any], ...], bool]]] = {}
+_MAX_PLANS = 4096
+
+
+def _plan(model_price: gp.ModelPrice) -> tuple[tuple[tuple[str, str, tuple[str, ...], Any], ...], bool]:
+    hit = _PLANS.get(id(model_price))
+    if hit is not None and hit[0] is model_price:
+        return hit[1]
+    units = tuple(
+        (name, fld, descendants, price)
+        for name, key, fld, descendants in _UNITS
+        if (price := getattr(model_price, key, None)) is not None
+    )
+    plan = (units, _fast(model_price))
+    if len(_PLANS) >= _MAX_PLANS:
+        _PLANS.clear()
+    _PLANS[id(model_price)] = (model_price, plan)
+    return plan
+
+
 def _leaves(model_price: gp.ModelPrice, usage: TokenUsage) -> list[tuple[str, int, Decimal]]:
     """(unit, tokens, rate per million) for each priced token unit, in display order. The library's rule:
     a unit's tokens exclude those of its *priced* descendants (cache reads are not also billed as input),
     and a unit without its own price is billed at its parent's rate."""
     leaf: dict[str, int] = {}
     rates: dict[str, Decimal] = {}
-    for name, key, fld, descendants in _UNITS:
-        price = getattr(model_price, key, None)
-        if price is None:
-            continue
-        leaf[name] = getattr(usage, fld) - sum(leaf.get(d, 0) for d in descendants)
-        rates[name] = _rate(price, usage.input_tokens)
+    total_input = usage.input_tokens
+    for name, fld, descendants, price in _plan(model_price)[0]:
+        tokens = getattr(usage, fld)
+        for d in descendants:
+            tokens -= leaf.get(d, 0)
+        leaf[name] = tokens
+        rates[name] = price if isinstance(price, Decimal) else _rate(price, total_input)
     return [(name, leaf[name], rates[name]) for name in _ORDER if name in leaf]
+
+
+def _lines(leaves: list[tuple[str, int, Decimal]]) -> list[dict[str, Any]]:
+    return [
+        {"unit": name, "tokens": tokens, "usd_per_mtok": str(rate), "usd": str(rate * tokens / MTOK)}
+        for name, tokens, rate in leaves
+        if tokens or name in ("input", "output")
+    ]
 
 
 def price_lines(model_price: gp.ModelPrice, usage: TokenUsage) -> list[dict[str, Any]]:
     """The arithmetic of a token price: one line per priced unit, ``tokens x usd_per_mtok / 1e6 = usd``."""
-    return [
-        {"unit": name, "tokens": tokens, "usd_per_mtok": str(rate), "usd": str(rate * tokens / MTOK)}
-        for name, tokens, rate in _leaves(model_price, usage)
-        if tokens or name in ("input", "output")
-    ]
+    return _lines(_leaves(model_price, usage))
 
 
 def _reconcile(lines: list[dict[str, Any]], input_usd: Decimal, output_usd: Decimal) -> None:
@@ -226,10 +253,11 @@ def calc_with(model_price: gp.ModelPrice, usage: TokenUsage, *, validated: bool 
     token units, the arithmetic is done here, exactly as the library does it (a test checks every price in
     the bundled data against the library); otherwise the library computes it and the lines are reconciled.
     """
-    lines = price_lines(model_price, usage)
-    if validated and _fast(model_price):
+    leaves = _leaves(model_price, usage)
+    lines = _lines(leaves)
+    if validated and _plan(model_price)[1]:
         input_usd, output_usd = Decimal(0), Decimal(0)
-        for name, tokens, rate in _leaves(model_price, usage):
+        for name, tokens, rate in leaves:
             if name in _INPUT_UNITS:
                 input_usd += rate * tokens / MTOK
             else:
