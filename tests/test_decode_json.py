@@ -1,0 +1,624 @@
+"""decode_json (the hand-written OTLP/JSON converter in normalize._json) against the ParseDict-based decoder it
+replaced, kept here as the oracle: the same message for every body the oracle accepts, a DecodeError (and no other
+exception) for every body it rejects. Generated documents follow the trace schema with every JSON-mapping liberty
+ParseDict allows (both field spellings, nulls, numbers as strings, enum names, unknown fields, strings for
+messages ...) and wrong types, bad hex, out-of-range numbers and the like mixed in; plus realistic traffic."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from bench.traffic import requests, to_json
+from taskcost.normalize import DecodeError, decode_json, encode_json, key_value
+from taskcost.normalize._json import MAX_DEPTH
+from tests.otlp_samples import sample_request, to_otlp_json
+
+# --- the oracle: decode_json as it was (json.loads, hex ids -> base64, json_format.ParseDict) ------------------
+# Two changes, both marked: (1) the hex-id fix-up and the object checks visit resourceSpans/scopeSpans under both
+# spellings (before, only the lowerCamelCase one when present, so ids under a second, snake_case spelling of the
+# same field were read as base64); (2) exceptions that used to escape (OverflowError from "kind": Infinity or a
+# 400-digit doubleValue, ValueError from a 5000-digit number, SystemError from upb looking up a field name with an
+# unpaired surrogate) are DecodeErrors.
+
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+
+
+def _hex_to_b64(value: Any, where: str) -> Any:
+    if not isinstance(value, str):
+        raise DecodeError(f"{where} must be a hex string, got {type(value).__name__}")
+    if value == "":
+        return ""
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        raise DecodeError(f"{where} is not hex: {value[:40]!r}") from None
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DecodeError(f"{where} must be an array, got {type(value).__name__}")
+    return value
+
+
+def _fix_ids(spans: list[Any], where: str) -> None:
+    for i, span in enumerate(spans):
+        if not isinstance(span, dict):
+            raise DecodeError(f"{where}[{i}] must be an object")
+        for key in _ID_FIELDS:
+            if key in span:
+                span[key] = _hex_to_b64(span[key], f"{where}[{i}].{key}")
+        for j, link in enumerate(_list(span.get("links"), f"{where}[{i}].links")):
+            if not isinstance(link, dict):
+                raise DecodeError(f"{where}[{i}].links[{j}] must be an object")
+            for key in _ID_FIELDS:
+                if key in link:
+                    link[key] = _hex_to_b64(link[key], f"{where}[{i}].links[{j}].{key}")
+
+
+def oracle(body: bytes) -> ExportTraceServiceRequest:
+    try:
+        doc = json.loads(body)
+    except RecursionError:
+        raise DecodeError("JSON is nested too deeply") from None
+    except ValueError as exc:  # change (2): was (UnicodeDecodeError, json.JSONDecodeError)
+        raise DecodeError(f"body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise DecodeError("body must be a JSON object (ExportTraceServiceRequest)")
+    for rs_key in ("resourceSpans", "resource_spans"):  # change (1): was doc.get("resourceSpans", doc.get(...))
+        for r, rs in enumerate(_list(doc.get(rs_key), "resourceSpans")):
+            if not isinstance(rs, dict):
+                raise DecodeError(f"resourceSpans[{r}] must be an object")
+            for ss_key in ("scopeSpans", "scope_spans"):  # change (1)
+                for s, ss in enumerate(_list(rs.get(ss_key), f"resourceSpans[{r}].scopeSpans")):
+                    if not isinstance(ss, dict):
+                        raise DecodeError(f"resourceSpans[{r}].scopeSpans[{s}] must be an object")
+                    where = f"resourceSpans[{r}].scopeSpans[{s}].spans"
+                    _fix_ids(_list(ss.get("spans"), where), where)
+    msg = ExportTraceServiceRequest()
+    try:
+        json_format.ParseDict(doc, msg, ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        raise DecodeError(f"JSON is not an OTLP ExportTraceServiceRequest: {exc}") from None
+    except (OverflowError, SystemError) as exc:  # change (2)
+        raise DecodeError(f"JSON is not an OTLP ExportTraceServiceRequest: {exc}") from None
+    return msg
+
+
+def outcome(decode: Any, body: bytes) -> bytes | str:
+    """The decoded message's deterministic encoding (NaN-safe, unlike ==), or "DecodeError"."""
+    try:
+        msg = decode(body)
+    except DecodeError:
+        return "DecodeError"
+    assert isinstance(msg, ExportTraceServiceRequest)
+    return bytes(msg.SerializeToString(deterministic=True))
+
+
+def assert_same(body: bytes) -> bytes | str:
+    got, want = outcome(decode_json, body), outcome(oracle, body)
+    assert got == want, f"decode_json and the ParseDict oracle differ on {body[:2000]!r}"
+    return got
+
+
+def dumps(doc: Any) -> bytes:
+    return json.dumps(doc, allow_nan=True).encode()  # NaN / Infinity literals; lone surrogates as \ud800 escapes
+
+
+# --- documents that follow the schema, with every liberty and many mistakes --------------------------------------
+
+_HEX_IDS = {("Span", "trace_id"), ("Span", "span_id"), ("Span", "parent_span_id")}
+_HEX_IDS |= {("Link", "trace_id"), ("Link", "span_id")}
+_ODD_TEXT = ["", "\ud800", "a\udfff", "\ud83d\ude00", "\U0001f600", "é", "\x00", "[x]", "key", "values"]
+_WRONG = [None, True, False, 0, 1, -1, 1.5, [], {}, [1], {"a": 1}, "x"]
+json_any = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def _text(bad: int) -> st.SearchStrategy[Any]:
+    odd = st.sampled_from(_ODD_TEXT if bad else [t for t in _ODD_TEXT if "\ud800" not in t and "\udfff" not in t])
+    return st.one_of(*[st.text(max_size=12)] * 6, odd, *[st.sampled_from(_WRONG)] * bad)
+
+
+def _integer(low: int, high: int, bad: int) -> st.SearchStrategy[Any]:
+    base = st.integers(low, high) | st.sampled_from([low, high, 0])
+    edge = st.sampled_from([low - 1, high + 1, 2**63, 2**64, -(2**63) - 1, 10**30, -1, 1e19, 1.8e19, 2.0**64])
+    odd_strings = ["1e3", "-1e3", " 5", "\t5", "5\n", "1_000", "+5", "-0", "0x10", "5.0", "5.5", "", "abc", "١٢"]
+    odd_strings += ["1e400", "nan", "NaN", "inf", "Infinity", "9" * 5000, "1" + "0" * 25, "12 3", "٣"]
+    odd = st.sampled_from([*odd_strings, True, False, 1.5, -2.5, float("nan"), float("inf"), 1e300, [], {}, [1]])
+    return st.one_of(
+        *[base, base.map(str)] * 3, base.map(float), *[edge, edge.map(str)] * (1 if bad else 0), *[odd] * bad
+    )
+
+
+def _double(bad: int) -> st.SearchStrategy[Any]:
+    odd = ["NaN", "nan", "Infinity", "-Infinity", "inf", "-inf", " 1.5", "1_0", "abc", "", "1e400", "-0", "0x1p3"]
+    odd_values: st.SearchStrategy[Any] = st.sampled_from([*odd, True, False, 10**400, -(10**400), 2**64, [], {}, None])
+    good = st.floats(allow_nan=False, allow_infinity=False) | st.integers() | st.floats().map(repr)
+    return st.one_of(*[good] * 3, st.floats(), *[odd_values] * bad)
+
+
+def _hex(bad: int) -> st.SearchStrategy[Any]:
+    good = st.binary(max_size=20).map(bytes.hex) | st.binary(min_size=8, max_size=16).map(lambda b: b.hex().upper())
+    odd = st.sampled_from(["", "abc", "zz", "ab cd", " ab", "ab ", "0x12", "a b", "é", "\ud800", "ab\ncd", "ABCDEFab"])
+    return st.one_of(*[good] * 4, *[odd, st.sampled_from(_WRONG)] * bad)
+
+
+def _b64(bad: int) -> st.SearchStrategy[Any]:
+    raw = st.binary(max_size=12)
+    good = raw.map(lambda b: base64.b64encode(b).decode()) | raw.map(lambda b: base64.urlsafe_b64encode(b).decode())
+    unpadded = raw.map(lambda b: base64.urlsafe_b64encode(b).decode().rstrip("="))
+    odd = st.sampled_from(["a", "ab=", "abc=", "====", "!!", "a==b", "\ud800", "ab cd", "-_-_", "+/+/", "é"])
+    return st.one_of(*[good, unpadded] * 2, *[odd, st.sampled_from(_WRONG)] * bad)
+
+
+def _bool(bad: int) -> st.SearchStrategy[Any]:
+    return st.one_of(*[st.booleans()] * 4, *[st.sampled_from([0, 1, "true", "false", 1.0, [], "True"])] * bad)
+
+
+def _enum(field: FieldDescriptor, bad: int) -> st.SearchStrategy[Any]:
+    names = [v.name for v in field.enum_type.values]
+    numbers = [v.number for v in field.enum_type.values]
+    good = st.sampled_from(numbers) | st.sampled_from(names) | st.integers(-5, 20)
+    odd = st.sampled_from(
+        ["BOGUS", "2", " 2", "2.0", "1e2", "", "span_kind_client", 2.0, 2.5, -1.5, True, False, float("nan")]
+        + [float("inf"), -float("inf"), 2**31, -(2**31) - 1, 2**31 - 1, 10**20, [], {}, [1]]
+    )
+    return st.one_of(*[good] * 3, *[odd] * bad)
+
+
+def _scalar(field: FieldDescriptor, owner: str, bad: int) -> st.SearchStrategy[Any]:
+    t = field.type
+    if (owner, field.name) in _HEX_IDS:
+        return _hex(bad)
+    if t == FieldDescriptor.TYPE_STRING:
+        return _text(bad)
+    if t == FieldDescriptor.TYPE_BYTES:
+        return _b64(bad)
+    if t == FieldDescriptor.TYPE_BOOL:
+        return _bool(bad)
+    if t == FieldDescriptor.TYPE_DOUBLE:
+        return _double(bad)
+    if t == FieldDescriptor.TYPE_ENUM:
+        return _enum(field, bad)
+    ranges = {
+        FieldDescriptor.TYPE_INT64: (-(2**63), 2**63 - 1),
+        FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1),
+        FieldDescriptor.TYPE_UINT32: (0, 2**32 - 1),
+        FieldDescriptor.TYPE_FIXED32: (0, 2**32 - 1),
+        FieldDescriptor.TYPE_FIXED64: (0, 2**64 - 1),
+    }
+    assert t in ranges, f"no strategy for {owner}.{field.name}"
+    return _integer(*ranges[t], bad)
+
+
+# The fields each message nearly always has, so that generated documents reach spans, attributes and nested values.
+SPINE = {
+    "ExportTraceServiceRequest": {"resource_spans"},
+    "ResourceSpans": {"scope_spans"},
+    "ScopeSpans": {"spans"},
+    "Span": {"attributes", "trace_id", "span_id"},
+    "KeyValue": {"key", "value"},
+    "ArrayValue": {"values"},
+    "KeyValueList": {"values"},
+}
+UNKNOWN_NAMES = ["[ext]", "[a.b_c]", "[x]\n", "[", "[]", "[a b]", "kind_", "Key", "\ud800", "xé"]
+
+
+def _shuffled_dict(groups: tuple[Any, ...]) -> dict[str, Any]:
+    entries = [e for g in groups[1:] for e in g]
+    groups[0].shuffle(entries)
+    return dict(entries)
+
+
+class Docs:
+    """JSON documents for a message type, reaching down to spans, attributes and nested values, with fields in any
+    order, in either spelling, sometimes twice or null, and unknown fields; ``bad`` weighs how often a scalar value
+    is of a wrong type or out of range (0: only odd spellings ParseDict may or may not take)."""
+
+    def __init__(self, bad: int) -> None:
+        self.bad = bad
+        self.cache: dict[tuple[str, int], st.SearchStrategy[Any]] = {}
+
+    def message(self, d: Descriptor, budget: int) -> st.SearchStrategy[Any]:
+        key = (d.full_name, budget)
+        if key not in self.cache:
+            self.cache[key] = st.deferred(lambda: self._message(d, budget))
+        return self.cache[key]
+
+    def _entry(self, f: FieldDescriptor, d: Descriptor, budget: int) -> st.SearchStrategy[tuple[str, Any]]:
+        return st.tuples(st.sampled_from([f.json_name, f.name]), self.value(f, d, budget))
+
+    def _message(self, d: Descriptor, budget: int) -> st.SearchStrategy[Any]:
+        fields = [f for f in d.fields if budget > 0 or f.message_type is None]
+        spine = SPINE.get(d.name, set())
+        groups = []
+        oneof = [f for f in fields if f.containing_oneof is not None]
+        if oneof:  # one member (a second one, or nulls, come from the extras below)
+            groups.append(st.lists(st.one_of(*[self._entry(f, d, budget) for f in oneof]), min_size=1, max_size=1))
+        for f in fields:
+            if f.containing_oneof is None:
+                size = 1 if f.name in spine else 0
+                groups.append(st.lists(self._entry(f, d, budget), min_size=size, max_size=1))
+        # With bad=0, only extras that ParseDict takes: nulls but not for hex ids, unknown names but not
+        # extension-like or invalid ones, a second spelling but not of a oneof member.
+        nullable = [f for f in d.fields if self.bad or (d.name, f.name) not in _HEX_IDS]
+        any_field = st.sampled_from([(f.json_name, f.name) for f in nullable] or [("x", "y")])
+        unknown_names = UNKNOWN_NAMES if self.bad else ["kind_", "Key", "xé", "foo"]
+        extras = st.one_of(
+            any_field.flatmap(lambda names: st.tuples(st.sampled_from(names), st.none())),  # null
+            st.tuples(st.text(st.characters(codec="utf-8"), max_size=5) | st.sampled_from(unknown_names), json_any),
+            *[self._entry(f, d, budget) for f in fields if self.bad or f.containing_oneof is None],  # a second one
+        )
+        groups.append(st.lists(extras, max_size=2))
+        return st.tuples(st.randoms(use_true_random=False), *groups).map(_shuffled_dict)
+
+    def value(self, f: FieldDescriptor, owner: Descriptor, budget: int) -> st.SearchStrategy[Any]:
+        if f.message_type is not None:
+            one = self.message(f.message_type, budget - 1)
+        else:
+            one = _scalar(f, owner.name, self.bad)
+        if not f.is_repeated:
+            return one
+        spine = f.name in SPINE.get(owner.name, set())
+        return st.lists(one, min_size=1 if spine else 0, max_size=2)
+
+
+REQUEST = ExportTraceServiceRequest.DESCRIPTOR
+valid_docs = Docs(bad=0).message(REQUEST, 8)
+docs_with_mistakes = Docs(bad=1).message(REQUEST, 8)
+PROPERTY = settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+
+
+def _all_messages(d: Descriptor, seen: dict[str, Descriptor]) -> dict[str, Descriptor]:
+    if d.full_name not in seen:
+        seen[d.full_name] = d
+        for f in d.fields:
+            if f.message_type is not None:
+                _all_messages(f.message_type, seen)
+    return seen
+
+
+_OTHER_SPELLING = {
+    name: other
+    for d in _all_messages(REQUEST, {}).values()
+    for f in d.fields
+    for name, other in ((f.name, f.json_name), (f.json_name, f.name))
+    if name != other
+}
+_ODD_VALUES = [*_WRONG, *_ODD_TEXT, "1e3", " 5", "\t5", "-1", "NaN", "nan", "Infinity", "zz", "ab cd", "a", "===="]
+_ODD_VALUES += [2**64, 10**400, 1e300, float("nan"), float("inf"), 2.5, "SPAN_KIND_SERVER", "BOGUS", "[x]"]
+odd_value = st.sampled_from(_ODD_VALUES) | json_any
+
+
+def _paths(doc: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Paths to every value in ``doc``."""
+    out = [path]
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out += _paths(v, (*path, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            out += _paths(v, (*path, i))
+    return out
+
+
+def mutate(doc: Any, data: st.DataObject, times: int) -> Any:
+    """``doc`` with ``times`` random edits: a value replaced (by an odd value, null, a string, itself in an
+    array), a field removed, renamed to its other spelling, or repeated under it after the original."""
+    for _ in range(times):
+        paths = _paths(doc)[1:]
+        if not paths:
+            return doc
+        where = data.draw(st.sampled_from(paths), label="where")
+        parent = doc
+        for step in where[:-1]:
+            parent = parent[step]
+        last = where[-1]
+        op = data.draw(st.sampled_from(["replace", "replace", "null", "drop", "respell", "repeat", "wrap"]), label="op")
+        if op == "replace":
+            parent[last] = data.draw(odd_value, label="value")
+        elif op == "null":
+            parent[last] = None
+        elif op == "wrap":
+            parent[last] = [parent[last]]
+        elif isinstance(parent, dict) and op == "drop":
+            del parent[last]
+        elif isinstance(parent, dict) and last in _OTHER_SPELLING:
+            other = _OTHER_SPELLING[last]
+            value = parent.pop(last) if op == "respell" else data.draw(odd_value | st.just(parent[last]), label="2nd")
+            parent[other] = value
+    return doc
+
+
+@PROPERTY
+@given(doc=valid_docs)
+def test_same_as_parsedict_on_documents_in_every_spelling(doc: Any) -> None:
+    assert_same(dumps(doc))
+
+
+@PROPERTY
+@given(doc=docs_with_mistakes)
+def test_same_as_parsedict_on_documents_with_wrong_values(doc: Any) -> None:
+    assert_same(dumps(doc))
+
+
+@PROPERTY
+@given(doc=valid_docs, data=st.data(), times=st.integers(1, 3))
+def test_same_as_parsedict_on_edited_documents(doc: Any, data: st.DataObject, times: int) -> None:
+    assert_same(dumps(mutate(doc, data, times)))
+
+
+# --- realistic traffic and the SDK's own requests ---------------------------------------------------------------
+
+
+def test_realistic_traffic_round_trips_and_matches_parsedict() -> None:
+    for req in requests(3000, seed=11):
+        body = to_json(req)
+        assert decode_json(body) == req
+        assert assert_same(body) == req.SerializeToString(deterministic=True)
+
+
+def test_sdk_sample_round_trips() -> None:
+    req = sample_request()
+    body = json.dumps(to_otlp_json(req)).encode()
+    assert decode_json(body) == req
+    assert_same(body)
+
+
+SAMPLE = to_otlp_json(sample_request())
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), times=st.integers(1, 2))
+def test_same_as_parsedict_on_edited_sdk_requests(data: st.DataObject, times: int) -> None:
+    assert_same(dumps(mutate(json.loads(json.dumps(SAMPLE)), data, times)))
+
+
+def _span_doc(span: Any, *, scope: Any = None) -> dict[str, Any]:
+    ss: dict[str, Any] = {"spans": [span]}
+    if scope is not None:
+        ss["scope"] = scope
+    return {"resourceSpans": [{"scopeSpans": [ss]}]}
+
+
+def _attr_doc(value: Any) -> dict[str, Any]:
+    return _span_doc({"attributes": [{"key": "k", "value": value}]})
+
+
+# --- attributes: the converter's fast path for {"key": str, "value": {one scalar}} and its edges -----------------
+
+_scalars = st.one_of(
+    st.text(max_size=8),
+    st.sampled_from(["x" * 126, "x" * 200, "é" * 70, "\ud800", "", "٣", "1e3", "-5", " 5", "5 ", "\t7", "1_0"]),
+    st.integers() | st.integers(-(2**63) - 2, 2**64 + 2) | st.integers().map(str),
+    st.floats(),
+    st.booleans(),
+    st.sampled_from([None, [], {}, [1], {"a": 1}, 10**400, 2**63, -(2**63), 16383, 16384, 2**21]),
+)
+_value_keys = ["stringValue", "intValue", "doubleValue", "boolValue", "bytesValue", "string_value", "int_value"]
+_attr_values = st.one_of(
+    *[st.dictionaries(st.sampled_from(_value_keys), _scalars, min_size=1, max_size=1)] * 4,
+    st.dictionaries(st.sampled_from(_value_keys), _scalars, max_size=3),
+    odd_value,
+)
+_keys = st.text(max_size=10) | st.sampled_from(["k" * 127, "k" * 128, "k" * 300, "\ud800", "", 5, None, ["k"]])
+_attributes = st.lists(
+    st.one_of(
+        *[st.fixed_dictionaries({"key": _keys, "value": _attr_values})] * 6,
+        st.fixed_dictionaries({"key": _keys}, optional={"value": _attr_values, "keyStrindex": _scalars}),
+        st.fixed_dictionaries({"value": _attr_values, "key_strindex": _scalars}),
+        odd_value,
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(attrs=_attributes, where=st.sampled_from(["span", "resource", "event", "kvlist"]))
+def test_same_as_parsedict_on_attribute_lists(attrs: list[Any], where: str) -> None:
+    if where == "span":
+        doc = _span_doc({"attributes": attrs})
+    elif where == "event":
+        doc = _span_doc({"events": [{"attributes": attrs}]})
+    elif where == "kvlist":
+        doc = _span_doc({"attributes": [{"key": "k", "value": {"kvlistValue": {"values": attrs}}}]})
+    else:
+        doc = {"resourceSpans": [{"resource": {"attributes": attrs}}]}
+    assert_same(dumps(doc))
+
+
+# --- cases worth naming (each also checked against the oracle) --------------------------------------------------
+
+
+ACCEPTED = {
+    "snake_case names": {
+        "resource_spans": [{"scope_spans": [{"spans": [{"trace_id": "AB" * 16, "start_time_unix_nano": 5}]}]}]
+    },
+    "upper-case hex, int64 as a number": _span_doc({"traceId": "AB" * 16, "spanId": "cd" * 8, "startTimeUnixNano": 7}),
+    "hex with spaces between bytes": _span_doc({"spanId": "ab cd ef 01 23 45 67 89"}),
+    "empty ids": _span_doc({"traceId": "", "spanId": "", "parentSpanId": ""}),
+    "enum by name": _span_doc({"kind": "SPAN_KIND_CLIENT", "status": {"code": "STATUS_CODE_ERROR"}}),
+    "enum as a float or numeric string": _span_doc({"kind": 2.7, "status": {"code": " 2"}}),
+    "unknown enum number kept": _span_doc({"kind": 99}),
+    "unknown enum name ignored": _span_doc({"kind": "SPAN_KIND_BOGUS", "status": {"code": "1e2"}}),
+    "integers in ParseDict's other spellings": _attr_doc({"intValue": "1e3"}),
+    "int with a tab, underscore": _span_doc({"startTimeUnixNano": "\t1_000", "droppedAttributesCount": 3.0}),
+    "double as a string": _attr_doc({"doubleValue": "NaN"}),
+    "double from a bool": _attr_doc({"doubleValue": True}),
+    "bytes url-safe, unpadded": _attr_doc({"bytesValue": "-_8"}),
+    "string for a message": _span_doc({"status": "ok", "events": ["x"]}),
+    "array of non-field strings for a message": _span_doc({"status": ["foo", "bar"]}),
+    "null clears": _span_doc({"name": "a", "status": None, "attributes": None}),
+    "null for the other oneof member": _attr_doc({"intValue": 5, "stringValue": None}),
+    "null for the same oneof member, later": _attr_doc({"intValue": 5, "int_value": None}),
+    "later spelling wins": _span_doc({"startTimeUnixNano": "5", "start_time_unix_nano": "0"}),
+    "unknown fields": {"resourceSpans": [{"x": {"y": [1, 2]}, "scopeSpans": [{"spans": [{"zzz": None}]}]}], "q": 1},
+    "oneof member at its default": _attr_doc({"stringValue": ""}),
+    "negative int64": _attr_doc({"intValue": "-9223372036854775808"}),
+    "nested arrays and kvlists": _attr_doc(
+        {"arrayValue": {"values": [{"kvlistValue": {"values": [{"key": "a", "value": {"boolValue": False}}]}}]}}
+    ),
+    "entity refs": {"resourceSpans": [{"resource": {"entityRefs": [{"type": "t", "idKeys": ["a", ""]}]}}]},
+    "long key and value (multi-byte lengths)": _span_doc(
+        {"attributes": [{"key": "k" * 300, "value": {"stringValue": "v" * 20000}}], "name": "n" * 20000}
+    ),
+}
+
+REJECTED = {
+    "not hex": (_span_doc({"traceId": "zz"}), "resourceSpans[0].scopeSpans[0].spans[0].traceId is not hex"),
+    "odd hex": (_span_doc({"spanId": "abc"}), "spans[0].spanId is not hex"),
+    "null id": (_span_doc({"traceId": None}), "traceId must be a hex string"),
+    "link id not a string": (_span_doc({"links": [{"spanId": 5}]}), "links[0].spanId must be a hex string"),
+    "span not an object": (_span_doc("span"), "spans[0] must be an object"),
+    "link not an object": (_span_doc({"links": ["x"]}), "links[0] must be an object"),
+    "int64 out of range": (_attr_doc({"intValue": "9223372036854775808"}), "value.intValue is out of range"),
+    "negative fixed64": (_span_doc({"endTimeUnixNano": -1}), "endTimeUnixNano is out of range"),
+    "uint32 out of range": (_span_doc({"droppedLinksCount": 2**32}), "droppedLinksCount is out of range"),
+    "enum out of range": (_span_doc({"kind": 2**31}), "kind is out of range"),
+    "enum infinite (escaped as OverflowError before)": (_span_doc({"kind": float("inf")}), "kind is out of range"),
+    "fractional int": (_span_doc({"startTimeUnixNano": 1.5}), "startTimeUnixNano is not an integer"),
+    "int with a space": (_span_doc({"startTimeUnixNano": "1 000"}), "startTimeUnixNano is not an integer"),
+    "bool for an int": (_attr_doc({"intValue": True}), "intValue must be an integer"),
+    "string for a bool": (_attr_doc({"boolValue": "true"}), "boolValue must be true or false"),
+    "NaN literal for a double": (_attr_doc({"doubleValue": float("nan")}), "doubleValue is NaN"),
+    "huge int for a double (escaped as OverflowError before)": (_attr_doc({"doubleValue": 10**400}), "too large"),
+    "number for a string": (_span_doc({"name": 5}), "spans[0].name must be a string"),
+    "unpaired surrogate": (_span_doc({"name": "\ud800"}), "name has an unpaired surrogate"),
+    "two oneof members": (_attr_doc({"intValue": 1, "stringValue": "a"}), "value.stringValue is a second value"),
+    "two spellings of one oneof member": (_attr_doc({"intValue": 1, "int_value": 2}), "int_value is a second value"),
+    "bad base64": (_attr_doc({"bytesValue": "a"}), "bytesValue is not base64"),
+    "extension name": (_span_doc({"[foo.bar]": 1}), "spans[0].[foo.bar] names an extension"),
+    "null in an array": (_span_doc({"attributes": [None]}), "attributes[0] is null"),
+    "array of field names for a message": (_span_doc({"status": ["code"]}), "status must be an object"),
+    "number for a message": (_span_doc({"status": 5}), "status must be an object"),
+    "object for an array": (_span_doc({"events": {}}), "events must be an array"),
+    "unhashable enum": (_span_doc({"kind": [1]}), "kind must be an enum number or name"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPTED))
+def test_accepted_as_by_parsedict(name: str) -> None:
+    body = dumps(ACCEPTED[name])
+    assert isinstance(assert_same(body), bytes)
+
+
+@pytest.mark.parametrize("name", sorted(REJECTED))
+def test_rejected_with_the_path_of_the_bad_field(name: str) -> None:
+    doc, message = REJECTED[name]
+    body = dumps(doc)
+    with pytest.raises(DecodeError) as err:
+        decode_json(body)
+    assert message in str(err.value)
+    assert assert_same(body) == "DecodeError"
+
+
+def test_values_where_parsedict_is_lenient() -> None:
+    got = decode_json(dumps(_span_doc({"kind": "SPAN_KIND_CLIENT", "startTimeUnixNano": "1e3", "status": "x"})))
+    span = got.resource_spans[0].scope_spans[0].spans[0]
+    assert (span.kind, span.start_time_unix_nano, span.HasField("status")) == (Span.SPAN_KIND_CLIENT, 1000, True)
+    got = decode_json(dumps(_span_doc({"kind": "SPAN_KIND_NOPE", "traceId": "AbCd"})))
+    span = got.resource_spans[0].scope_spans[0].spans[0]
+    assert (span.kind, span.trace_id) == (Span.SPAN_KIND_UNSPECIFIED, b"\xab\xcd")
+
+
+def _nested(levels: int, kvlist: bool) -> dict[str, Any]:
+    """A resource attribute (KeyValue at depth 4, its AnyValue at 5) nesting ``levels`` arrays or kvlists."""
+    v: dict[str, Any] = {"intValue": 1}
+    for _ in range(levels):
+        v = {"kvlistValue": {"values": [{"key": "k", "value": v}]}} if kvlist else {"arrayValue": {"values": [v]}}
+    return {"resourceSpans": [{"resource": {"attributes": [{"key": "k", "value": v}]}}]}
+
+
+@pytest.mark.parametrize("kvlist", [False, True])
+def test_the_depth_limit_is_parsedicts(kvlist: bool) -> None:
+    # AnyValue at depth 5; each array adds 2 (ArrayValue, AnyValue), each kvlist 3 (KeyValueList, KeyValue, AnyValue)
+    step = 3 if kvlist else 2
+    deepest = (MAX_DEPTH - 5) // step
+    assert isinstance(assert_same(dumps(_nested(deepest, kvlist))), bytes)
+    with pytest.raises(DecodeError, match="more than 100 deep"):
+        decode_json(dumps(_nested(deepest + 1, kvlist)))
+    assert assert_same(dumps(_nested(deepest + 1, kvlist))) == "DecodeError"
+    # the same bound when the innermost value is a string standing for an (empty) message
+    leaf = _nested(deepest, kvlist)
+    assert_same(json.dumps(leaf).replace('{"intValue": 1}', '"x"').encode())
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"[", b"{not json", b"[]", b"null", b"5", b'"x"', b"\xff\xfe", b'{"resourceSpans": "\xff"}', b"{" * 5000]
+    + [b'{"resourceSpans": [{"resource": {"droppedAttributesCount": ' + b"9" * 5000 + b"}}]}"],
+)
+def test_malformed_bodies_raise_decode_error(body: bytes) -> None:
+    with pytest.raises(DecodeError):
+        decode_json(body)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
+@example(body=b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"kind": Infinity}]}]}]}')
+def test_random_bytes_only_ever_raise_decode_error(body: bytes) -> None:
+    assert_same(body)
+
+
+def test_every_field_of_the_schema_round_trips() -> None:
+    """A request with every field of every message set (so a field the converter missed, after an
+    opentelemetry-proto upgrade, fails here), through the OTLP/JSON mapping and back."""
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add(schema_url="s")
+    rs.resource.dropped_attributes_count = 1
+    rs.resource.attributes.append(key_value("a", [1, 2.5, True, "x"]))
+    rs.resource.entity_refs.add(schema_url="e", type="t", id_keys=["i"], description_keys=["d"])
+    ss = rs.scope_spans.add(schema_url="s2")
+    ss.scope.name, ss.scope.version, ss.scope.dropped_attributes_count = "n", "v", 2
+    ss.scope.attributes.add(key="b", key_strindex=3).value.kvlist_value.values.add(key="c").value.bytes_value = b"\0"
+    ss.scope.attributes.add(key="s").value.string_value_strindex = 4
+    span = ss.spans.add(trace_id=b"\1" * 16, span_id=b"\2" * 8, parent_span_id=b"\3" * 8, trace_state="ts", flags=257)
+    span.name, span.kind, span.start_time_unix_nano, span.end_time_unix_nano = "n", 3, 2**64 - 1, 1
+    span.dropped_attributes_count, span.dropped_events_count, span.dropped_links_count = 1, 2, 3
+    span.attributes.append(key_value("neg", -5))
+    span.events.add(time_unix_nano=5, name="e", dropped_attributes_count=1).attributes.append(key_value("x", 1.5))
+    link = span.links.add(trace_id=b"\4" * 16, span_id=b"\5" * 8, trace_state="l", dropped_attributes_count=2, flags=1)
+    link.attributes.append(key_value("l", "v"))
+    span.status.message, span.status.code = "m", 2
+    every: set[str] = set()
+
+    def walk(d: Descriptor) -> None:
+        for f in d.fields:
+            if f.full_name not in every:
+                every.add(f.full_name)
+                if f.message_type is not None:
+                    walk(f.message_type)
+
+    walk(REQUEST)
+    set_fields: set[str] = set()
+
+    def seen(m: Any) -> None:
+        for f, v in m.ListFields():
+            set_fields.add(f.full_name)
+            for sub in v if f.is_repeated else [v]:
+                if f.message_type is not None:
+                    seen(sub)
+
+    seen(req)
+    assert set_fields == every, sorted(every - set_fields)
+    body = json.dumps(encode_json(req)).encode()
+    assert decode_json(body) == req
+    assert_same(body)
