@@ -1,5 +1,12 @@
 """Queries: every public view and every analytics function / dashboard callback over a store with
-1M and 10M synthetic LLM calls (bulk-loaded in SQL, seeded), medians of repeated runs."""
+1M and 10M synthetic LLM calls, medians of repeated runs.
+
+The history is bulk-loaded in SQL (seeded), then the store rebuilds the writer's duplicate markers and
+task roll-up from the rows; it has retries (10% of attempts), duplicate reports of one response (1%) and
+unpriced calls (3%). Then 65k spans of agent traffic go in through the real writer, as ingest stores
+them: their tasks stay in the task roll-up's delta, just short of the writer's fold threshold, the most
+that reads ever merge.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,14 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from taskcost.analytics import task_summary
-from taskcost.store import DuckDBStore
+from bench.traffic import requests
+from taskcost.analytics import cost_coverage, missing_prices, task_summary
+from taskcost.normalize import normalize_request
+from taskcost.store import DuckDBStore, prepare_batch
 
 __all__ = ["QUERIES", "load_synthetic", "run_queries"]
 
@@ -22,15 +32,17 @@ SELECT
     lpad(to_hex(i // 10), 32, '0') AS trace_id,
     lpad(to_hex(i), 16, '0') AS span_id,
     'task-' || (i // 10) AS task_id,
-    'call-' || (i // 10) || '-' || (i % 10) AS call_id,
-    CASE WHEN random() < 0.1 THEN 2 ELSE 1 END AS attempt,
+    -- the 10th attempt of a task retries the 9th call
+    'call-' || (i // 10) || '-' || least(i % 10, 8) AS call_id,
+    CASE WHEN i % 10 = 9 THEN 2 ELSE 1 END AS attempt,
     1796000000000000000 + i * 1000000000 AS start_ns,
     1796000000000000000 + i * 1000000000 + 800000000 AS end_ns,
     'chat' AS operation,
     ['openai', 'anthropic'][1 + (i % 2)] AS provider,
     ['gpt-4o', 'claude-sonnet-4-5', 'gpt-4o-mini', 'claude-haiku-4-5'][1 + (i % 4)] AS request_model,
     ['gpt-4o', 'claude-sonnet-4-5', 'gpt-4o-mini', 'claude-haiku-4-5'][1 + (i % 4)] AS response_model,
-    'resp-' || i AS response_id,
+    -- 1 in 100: a second report of the previous call's response (same trace), to be counted once
+    'resp-' || CASE WHEN i % 100 = 57 THEN i - 1 ELSE i END AS response_id,
     (500 + random() * 20000)::BIGINT AS input_tokens,
     (random() * 400)::BIGINT AS output_tokens,
     (random() * 500)::BIGINT AS cache_read_tokens,
@@ -40,8 +52,9 @@ SELECT
     CASE WHEN random() < 0.05 THEN 'error' ELSE 'ok' END AS status,
     'api' AS deployment,
     'review-bot' AS service_name,
-    (random() * 0.05)::DECIMAL(38, 12) AS cost_usd,
-    'synthetic' AS price_source,
+    CASE WHEN i % 100 < 3 THEN NULL ELSE (random() * 0.05)::DECIMAL(38, 12) END AS cost_usd,
+    CASE WHEN i % 100 < 3 THEN NULL ELSE 'synthetic' END AS price_source,
+    CASE WHEN i % 100 < 3 THEN 'no price for model' END AS unpriced_reason,
     0 AS received_ns
 FROM range({n}) t(i)
 """
@@ -62,22 +75,36 @@ SELECT 'default' AS project, lpad(to_hex(t), 32, '0') AS trace_id, lpad(to_hex(t
 FROM range({n}) r(t)
 """
 
+_DAY = (datetime(2026, 12, 1, tzinfo=UTC), datetime(2026, 12, 2, tzinfo=UTC))
+
 QUERIES: dict[str, Callable[[Any], Any]] = {
-    "llm_calls: cost by model": lambda s: s.query(
-        "SELECT model, sum(cost_usd), sum(cache_read_tokens) / sum(input_tokens) FROM llm_calls GROUP BY model"
+    "analytics.task_summary (CLI tasks, dashboard overview)": task_summary,
+    "analytics.cost_coverage, all time": cost_coverage,
+    "analytics.cost_coverage, one day": lambda s: cost_coverage(s, *_DAY),
+    "analytics.missing_prices (CLI prices missing)": missing_prices,
+    "tasks: 50 costliest": lambda s: s.query("SELECT * FROM tasks ORDER BY cost_usd DESC NULLS LAST LIMIT 50"),
+    "tasks: one task": lambda s: s.query("SELECT * FROM tasks WHERE task_id = 'task-4242'"),
+    "llm_calls: one call by span id (explain-cost)": lambda s: s.query(
+        "SELECT * FROM llm_calls WHERE span_id = ?", [f"{424242:016x}"]
     ),
     "tool_calls: spend by tool": lambda s: s.query("SELECT tool_name, sum(cost_usd) FROM tool_calls GROUP BY 1"),
-    "tasks: 50 costliest": lambda s: s.query("SELECT * FROM tasks ORDER BY cost_usd DESC NULLS LAST LIMIT 50"),
-    "analytics.task_summary (CLI tasks, dashboard overview)": task_summary,
+    "ad-hoc SQL over the row-level llm_calls view: cost and cache hits by model": lambda s: s.query(
+        "SELECT model, sum(cost_usd), sum(cache_read_tokens) / sum(input_tokens) FROM llm_calls GROUP BY model"
+    ),
 }
 
 
-def load_synthetic(store: DuckDBStore, calls: int) -> None:
+def load_synthetic(store: DuckDBStore, calls: int, live_spans: int = 65_000) -> None:
     store.admin_query("SELECT setseed(0.42)")
     store.admin_query(_LOAD.format(n=calls))
     store.admin_query(_TASKS.format(n=calls // 10))
     store.admin_query(_TOOLS.format(n=calls // 30))
+    store.rebuild_rollups()  # the rows went in behind the writer: decide its markers and roll-ups from them
     store.admin_query("CHECKPOINT")
+    # live traffic (its task ids overlap the history's: tasks still running get more calls)
+    futures = [store.submit(prepare_batch(normalize_request(r), 1)) for r in requests(live_spans, seed=3)]
+    for f in futures:
+        f.result(600)
 
 
 def run_queries(sizes: tuple[int, ...] = (1_000_000, 10_000_000), repeats: int = 5) -> dict[tuple[str, int], float]:
@@ -86,10 +113,12 @@ def run_queries(sizes: tuple[int, ...] = (1_000_000, 10_000_000), repeats: int =
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
             db = Path(tmp) / f"q{size}.duckdb"
-            with DuckDBStore.open(db) as store:
+            with DuckDBStore.open(db, max_queued_spans=10**9) as store:
                 t = time.perf_counter()
                 load_synthetic(store, size)
-                print(f"  loaded {size:,} calls in {time.perf_counter() - t:.1f} s", flush=True)
+                delta = store.admin_query("SELECT count(*) FROM task_rollup_delta").rows[0][0]
+                took = time.perf_counter() - t
+                print(f"  loaded {size:,} calls in {took:.1f} s ({delta:,} task rows to fold)", flush=True)
                 for name, fn in QUERIES.items():
                     fn(store)  # warm
                     times = []

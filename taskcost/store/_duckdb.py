@@ -17,7 +17,7 @@ import duckdb
 import pyarrow as pa
 
 from taskcost.pricing import ClusterWindowCost, Pricer, RepriceReport
-from taskcost.store import _keys
+from taskcost.store import _keys, _rollup
 from taskcost.store._base import (
     CommitInfo,
     QueryError,
@@ -41,7 +41,15 @@ _HARDEN = (
     "SET allow_community_extensions = false",
     "SET lock_configuration = true",
 )
+# Group commit: a commit of fewer spans than this waits up to _LINGER_S for more requests to share it.
+_LINGER_BELOW_SPANS = 2_000
+_LINGER_S = 0.010
 _KEY_EXPR = "md5_number(project || chr(31) || trace_id || span_id)"
+
+
+def _empty_batch() -> PreparedBatch:
+    """A batch with no rows: committing it folds the task roll-up's delta in (``_rollup.fold``)."""
+    return PreparedBatch(columns={t: {"received_ns": []} for t in TABLES}, span_count=0)
 
 
 class _Job:
@@ -70,7 +78,13 @@ class DuckDBStore:
     ``open(read_only=True)`` to query a file no server holds."""
 
     def __init__(
-        self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool, max_batch_spans: int, max_queued_spans: int
+        self,
+        con: duckdb.DuckDBPyConnection,
+        path: Path,
+        read_only: bool,
+        max_batch_spans: int,
+        max_queued_spans: int,
+        fold_rows: int = _rollup.FOLD_ROWS,
     ) -> None:
         self.path = path
         self.read_only = read_only
@@ -78,6 +92,7 @@ class DuckDBStore:
         self._database = str(con.execute("SELECT current_database()").fetchone()[0])  # type: ignore[index]
         self._max_batch_spans = max_batch_spans
         self._max_queued_spans = max_queued_spans
+        self._fold_rows = fold_rows
         self._schemas: dict[str, pa.Schema] = {}
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._queued_spans = 0
@@ -99,6 +114,7 @@ class DuckDBStore:
         read_only: bool = False,
         max_batch_spans: int = 20_000,
         max_queued_spans: int = 200_000,
+        fold_rows: int = _rollup.FOLD_ROWS,
     ) -> DuckDBStore:
         path = Path(path)
         if read_only and not path.exists():
@@ -116,7 +132,7 @@ class DuckDBStore:
         except Exception:
             con.close()
             raise
-        store = cls(con, path, read_only, max_batch_spans, max_queued_spans)
+        store = cls(con, path, read_only, max_batch_spans, max_queued_spans, fold_rows)
         if not read_only:
             store._schemas = {t: store._table_schema(t) for t in TABLES}
             store._active_keys = _keys.load_active(con)
@@ -130,7 +146,8 @@ class DuckDBStore:
             "WHERE table_name = ? AND table_schema = 'main' ORDER BY ordinal_position",
             [table],
         ).fetchall()
-        return arrow_schema([(r[0], r[1]) for r in rows])
+        # what a batch carries: the columns the writer decides itself are not part of it
+        return arrow_schema([(r[0], r[1]) for r in rows if r[0] not in _rollup.WRITER_COLUMNS])
 
     # -- writing -------------------------------------------------------------------------------------
     @property
@@ -171,11 +188,20 @@ class DuckDBStore:
                 if job is None:
                     return
                 jobs, spans, stop = [job], job.batch.span_count, False
+                linger_until = time.monotonic() + _LINGER_S
                 while spans < self._max_batch_spans:
                     try:
                         nxt = self._queue.get_nowait()
                     except queue.Empty:
-                        break
+                        # Group commit: a small commit costs DuckDB nearly as much as a large one (the WAL write
+                        # and its fsync, per-statement work), so wait a moment for the next requests to join it.
+                        left = linger_until - time.monotonic()
+                        if spans >= _LINGER_BELOW_SPANS or left <= 0:
+                            break
+                        try:
+                            nxt = self._queue.get(timeout=left)
+                        except queue.Empty:
+                            break
                     if nxt is None:
                         stop = True
                         break
@@ -200,25 +226,57 @@ class DuckDBStore:
             cur.close()
 
     def _incoming(self, jobs: list[_Job], table: str) -> pa.Table | None:
-        parts = [j.batch.columns[table] for j in jobs if j.batch.columns[table]["received_ns"]]
+        schema = self._schemas[table]
+        parts: list[pa.Table] = []
+        for j in jobs:
+            if j.batch.tables is not None:  # built by a decode worker, with these schemas
+                if (built := j.batch.tables.get(table)) is not None and built.num_rows:
+                    parts.append(built)
+            elif j.batch.columns[table]["received_ns"]:
+                parts.append(pa.Table.from_pydict(j.batch.columns[table], schema=schema))
         if not parts:
             return None
-        schema = self._schemas[table]
-        return pa.concat_tables([pa.Table.from_pydict(p, schema=schema) for p in parts])
+        return pa.concat_tables(parts)
 
-    def _insert_all(self, cur: duckdb.DuckDBPyConnection, data: dict[str, pa.Table], only_new: bool) -> None:
-        for table, tbl in data.items():
-            cur.register("_taskcost_incoming", tbl)
-            try:
-                where = (
-                    f" WHERE {_KEY_EXPR} IN (SELECT k FROM _taskcost_new)"
-                    " QUALIFY row_number() OVER (PARTITION BY project, trace_id, span_id) = 1"
-                    if only_new
-                    else ""
-                )
-                cur.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _taskcost_incoming{where}")
-            finally:
-                cur.unregister("_taskcost_incoming")
+    @property
+    def arrow_schemas(self) -> dict[str, pa.Schema]:
+        """The Arrow schema of each table a PreparedBatch fills (from the live table definitions)."""
+        return dict(self._schemas)
+
+    def _insert_all(
+        self, cur: duckdb.DuckDBPyConnection, data: dict[str, pa.Table], only_new: bool, known_responses: bool
+    ) -> None:
+        """Insert the commit's rows (``only_new``: those whose span key is in _taskcost_new, once each) and
+        add them to the roll-ups (taskcost/store/_rollup.py), all in the caller's transaction."""
+        sources: dict[str, str] = {}
+        try:
+            for table, tbl in data.items():
+                name = f"_taskcost_in_{table}"
+                cur.register(name, tbl)
+                if only_new:  # staged once, so that the rows stored and the rows added up are the same
+                    cur.execute(
+                        f"CREATE OR REPLACE TEMP TABLE _taskcost_new_{table} AS SELECT * FROM {name} "
+                        f"WHERE {_KEY_EXPR} IN (SELECT k FROM _taskcost_new) "
+                        "QUALIFY row_number() OVER (PARTITION BY project, trace_id, span_id) = 1"
+                    )
+                    name = f"_taskcost_new_{table}"
+                sources[table] = name
+            for table, name in sources.items():
+                if table != "llm_call_rows":
+                    cur.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {name}")
+            calls = None
+            if "llm_call_rows" in sources:
+                calls = _rollup.insert_calls(cur, sources["llm_call_rows"], known_responses)
+            _rollup.add_to_tasks(cur, calls, sources.get("task_rows"), sources.get("tool_call_rows"))
+            if calls not in (None, sources.get("llm_call_rows")):
+                _rollup.drop_stage(cur)
+            if only_new:
+                for table in data:
+                    cur.execute(f"DROP TABLE IF EXISTS _taskcost_new_{table}")
+        finally:  # (after a failed statement the transaction is rolled back, temporary tables with it)
+            for table in data:
+                with contextlib.suppress(duckdb.Error):
+                    cur.unregister(f"_taskcost_in_{table}")
 
     def _commit(self, cur: duckdb.DuckDBPyConnection, jobs: list[_Job]) -> None:
         started = time.perf_counter()
@@ -233,31 +291,15 @@ class DuckDBStore:
         spans = data.get("spans")
         n_spans = spans.num_rows if spans is not None else 0
         try:
-            cur.execute("BEGIN TRANSACTION")
-            new = n_spans
-            if spans is not None:
-                cur.register("_taskcost_spans", spans)
-                row = cur.execute(f"INSERT OR IGNORE INTO span_keys SELECT {_KEY_EXPR} FROM _taskcost_spans").fetchone()
-                new = int(row[0]) if row else 0
-                if new < n_spans:
-                    # Some spans were committed before (a re-sent batch): redo, keeping the new ones only.
-                    # (The rollback also drops the registration: register again.)
-                    cur.execute("ROLLBACK")
-                    cur.execute("BEGIN TRANSACTION")
-                    cur.register("_taskcost_spans", spans)
-                    cur.execute(
-                        "CREATE OR REPLACE TEMP TABLE _taskcost_new AS "
-                        f"SELECT DISTINCT {_KEY_EXPR} AS k FROM _taskcost_spans "
-                        "WHERE k NOT IN (SELECT k FROM span_keys)"
-                    )
-                    row = cur.execute("INSERT INTO span_keys SELECT k FROM _taskcost_new").fetchone()
-                    new = int(row[0]) if row else 0
-                cur.unregister("_taskcost_spans")
-            if new:
-                self._insert_all(cur, data, only_new=new < n_spans)
-            if new < n_spans:
-                cur.execute("DROP TABLE IF EXISTS _taskcost_new")
-            cur.execute("COMMIT")
+            # an empty batch asks for the task roll-up's delta to be folded in now (after a re-price, on close)
+            fold_rows = self._fold_rows if all(j.batch.span_count for j in jobs) else 0
+            try:
+                new = self._store(cur, data, fold_rows, known_responses=False)
+            except _rollup.ResponseSeenError:
+                # a response an earlier commit stored (one call reported in two requests): store again,
+                # this time looking the commit's responses up first
+                cur.execute("ROLLBACK")
+                new = self._store(cur, data, fold_rows, known_responses=True)
         except Exception as exc:
             log.exception("write of %d batch(es) failed; nothing of them was committed", len(jobs))
             with contextlib.suppress(duckdb.Error):
@@ -269,11 +311,45 @@ class DuckDBStore:
         info = CommitInfo(spans=new, deduplicated=n_spans - new, seconds=time.perf_counter() - started)
         self.committed_spans += info.spans
         self.deduplicated_spans += info.deduplicated
-        if self.on_commit is not None:
+        if self.on_commit is not None and n_spans:
             with contextlib.suppress(Exception):
                 self.on_commit(info)
         for j in jobs:
             j.future.set_result(info)
+
+    def _store(
+        self, cur: duckdb.DuckDBPyConnection, data: dict[str, pa.Table], fold_rows: int, known_responses: bool
+    ) -> int:
+        """One transaction storing a commit's rows; returns how many of its spans were new."""
+        spans = data.get("spans")
+        n_spans = spans.num_rows if spans is not None else 0
+        cur.execute("BEGIN TRANSACTION")
+        new = n_spans
+        if spans is not None:
+            cur.register("_taskcost_spans", spans)
+            row = cur.execute(f"INSERT OR IGNORE INTO span_keys SELECT {_KEY_EXPR} FROM _taskcost_spans").fetchone()
+            new = int(row[0]) if row else 0
+            if new < n_spans:
+                # Some spans were committed before (a re-sent batch): redo, keeping the new ones only.
+                # (The rollback also drops the registration: register again.)
+                cur.execute("ROLLBACK")
+                cur.execute("BEGIN TRANSACTION")
+                cur.register("_taskcost_spans", spans)
+                cur.execute(
+                    "CREATE OR REPLACE TEMP TABLE _taskcost_new AS "
+                    f"SELECT DISTINCT {_KEY_EXPR} AS k FROM _taskcost_spans "
+                    "WHERE k NOT IN (SELECT k FROM span_keys)"
+                )
+                row = cur.execute("INSERT INTO span_keys SELECT k FROM _taskcost_new").fetchone()
+                new = int(row[0]) if row else 0
+            cur.unregister("_taskcost_spans")
+        if new:
+            self._insert_all(cur, data, only_new=new < n_spans, known_responses=known_responses)
+        if new < n_spans:
+            cur.execute("DROP TABLE IF EXISTS _taskcost_new")
+        _rollup.fold(cur, fold_rows)
+        cur.execute("COMMIT")
+        return new
 
     # -- reading -------------------------------------------------------------------------------------
     def query(
@@ -361,6 +437,9 @@ class DuckDBStore:
         if self._closed:
             return
         if self._writer is not None:
+            if self.writer_alive:  # leave the task roll-up folded: no delta for the next reader to merge
+                with contextlib.suppress(Exception):
+                    self.submit(_empty_batch())
             self._queue.put(None)
             self._writer.join()
         self._closed = True
@@ -379,7 +458,33 @@ class DuckDBStore:
 
         if self.read_only or self._closed:
             raise StoreUnavailableError("store is closed or read-only")
-        return _reprice.reprice(self._con, pricer, **options)
+        report = _reprice.reprice(self._con, pricer, **options)
+        if not report.dry_run:
+            # the re-price appended its cost changes to the task roll-up's delta: the writer folds them in
+            with contextlib.suppress(Exception):
+                self.fold_rollups()
+        return report
+
+    def fold_rollups(self, timeout: float | None = 60.0) -> None:
+        """Have the writer fold the task roll-up's delta in now (it does so by itself every ``fold_rows``
+        delta rows, after a re-price, and on close); ``tasks`` is exact either way."""
+        self.write(_empty_batch(), timeout)
+
+    def rebuild_rollups(self) -> None:
+        """Decide the duplicate marker again and rebuild the roll-ups from the row tables,
+        in one transaction (``_rollup.rebuild``): for rows loaded into the tables directly (bulk loads,
+        repairs). Meant for a store nothing is being ingested into meanwhile."""
+        if self.read_only or self._closed:
+            raise StoreUnavailableError("store is closed or read-only")
+        with contextlib.closing(self._con.cursor()) as cur:
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                _rollup.rebuild(cur)
+                cur.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(duckdb.Error):
+                    cur.execute("ROLLBACK")
+                raise
 
     def cluster_costs(self, **options: Any) -> list[ClusterWindowCost]:
         """The self-hosted clusters' allocated windows (``_reprice.cluster_costs``)."""

@@ -287,12 +287,232 @@ SELECT
 FROM tool_call_rows;
 """
 
+# 0006 (performance): what every read used to recompute is decided or added up once, at write time, by
+# the single writer (taskcost/store/_rollup.py). Existing rows are converted here: `duplicate` follows the
+# order the old view applied ((received_ns, span_id) within a response), and the roll-up aggregates the
+# row tables.
+_ROLLUP_COLUMNS = """
+    tk UHUGEINT NOT NULL,
+    project VARCHAR NOT NULL,
+    task_id VARCHAR NOT NULL,
+    kind VARCHAR,
+    outcome VARCHAR,
+    task_start_ns BIGINT,
+    task_end_ns BIGINT,
+    harness_version VARCHAR,
+    agent_name VARCHAR,
+    agent_version VARCHAR,
+    conversation_id VARCHAR,
+    service_name VARCHAR,
+    call_ids UBIGINT[] NOT NULL,
+    attempts BIGINT NOT NULL,
+    failed_attempts BIGINT NOT NULL,
+    priced_calls BIGINT NOT NULL,
+    input_tokens BIGINT,
+    cache_read_tokens BIGINT,
+    cache_write_tokens BIGINT,
+    output_tokens BIGINT,
+    reasoning_tokens BIGINT,
+    call_start_ns BIGINT,
+    call_end_ns BIGINT,
+    tool_calls BIGINT NOT NULL,
+    priced_tool_calls BIGINT NOT NULL,
+    llm_cost_usd DECIMAL(38, 12) NOT NULL,
+    tool_cost_usd DECIMAL(38, 12) NOT NULL"""
+
+_ROLLUPS = f"""
+ALTER TABLE llm_call_rows ADD COLUMN duplicate BOOLEAN NOT NULL DEFAULT false;
+
+UPDATE llm_call_rows AS c SET duplicate = true FROM (
+    SELECT rowid AS rid FROM llm_call_rows
+    WHERE response_id IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY project, trace_id, response_id ORDER BY received_ns, span_id) > 1
+) AS m
+WHERE c.rowid = m.rid;
+
+-- One row per provider response stored: md5 of (project, trace id, response id).
+CREATE TABLE response_keys (k UHUGEINT PRIMARY KEY);
+INSERT INTO response_keys
+SELECT md5_number(project || chr(31) || trace_id || chr(31) || response_id)
+FROM llm_call_rows WHERE response_id IS NOT NULL AND NOT duplicate;
+
+-- The tasks view's figures, one row per task: tk = md5 of (project, task id), the key it is joined on;
+-- call_ids: its distinct call ids (md5_number_upper each), llm_calls: how many. Each sum of money has the
+-- count of priced rows beside it: with none, tasks shows NULL.
+CREATE TABLE task_rollup ({_ROLLUP_COLUMNS},
+    llm_calls BIGINT NOT NULL
+);
+
+-- What commits (and re-prices) added since the writer last folded this into task_rollup: a row per task
+-- and commit. Append-only; tasks reads both.
+CREATE TABLE task_rollup_delta ({_ROLLUP_COLUMNS}
+);
+
+INSERT INTO task_rollup BY NAME
+WITH t AS (
+    SELECT project, task_id,
+        any_value(kind) AS kind,
+        arg_max(outcome, end_ns) AS outcome,
+        min(start_ns) AS task_start_ns,
+        max(end_ns) AS task_end_ns,
+        any_value(harness_version) AS harness_version,
+        any_value(agent_name) AS agent_name,
+        any_value(agent_version) AS agent_version,
+        any_value(conversation_id) AS conversation_id,
+        any_value(service_name) AS service_name
+    FROM task_rows GROUP BY project, task_id
+), c AS (
+    SELECT project, task_id,
+        list(DISTINCT md5_number_upper(call_id)) AS call_ids,
+        count(*) AS attempts,
+        count(*) FILTER (WHERE status = 'error') AS failed_attempts,
+        count(cost_usd) AS priced_calls,
+        sum(input_tokens)::BIGINT AS input_tokens,
+        sum(cache_read_tokens)::BIGINT AS cache_read_tokens,
+        sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
+        sum(output_tokens)::BIGINT AS output_tokens,
+        sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
+        min(start_ns) AS call_start_ns,
+        max(end_ns) AS call_end_ns,
+        sum(cost_usd) AS llm_cost_usd
+    FROM llm_call_rows WHERE NOT duplicate GROUP BY project, task_id
+), tl AS (
+    SELECT project, task_id, count(*) AS tool_calls, count(cost_usd) AS priced_tool_calls,
+        sum(cost_usd) AS tool_cost_usd
+    FROM tool_call_rows GROUP BY project, task_id
+)
+SELECT md5_number(project || chr(31) || task_id) AS tk, project, task_id,
+    t.kind, t.outcome, t.task_start_ns, t.task_end_ns,
+    t.harness_version, t.agent_name, t.agent_version, t.conversation_id, t.service_name,
+    coalesce(c.call_ids, []::UBIGINT[]) AS call_ids,
+    coalesce(len(c.call_ids), 0) AS llm_calls,
+    coalesce(c.attempts, 0) AS attempts,
+    coalesce(c.failed_attempts, 0) AS failed_attempts,
+    coalesce(c.priced_calls, 0) AS priced_calls,
+    c.input_tokens, c.cache_read_tokens, c.cache_write_tokens, c.output_tokens, c.reasoning_tokens,
+    c.call_start_ns, c.call_end_ns,
+    coalesce(tl.tool_calls, 0) AS tool_calls,
+    coalesce(tl.priced_tool_calls, 0) AS priced_tool_calls,
+    coalesce(c.llm_cost_usd, 0) AS llm_cost_usd,
+    coalesce(tl.tool_cost_usd, 0) AS tool_cost_usd
+FROM t FULL OUTER JOIN c USING (project, task_id) FULL OUTER JOIN tl USING (project, task_id);
+
+CREATE OR REPLACE VIEW llm_calls AS
+SELECT
+    project, task_id, call_id, attempt, trace_id, span_id,
+    {_TS.format(col="start_ns")} AS start_time,
+    {_TS.format(col="end_ns")} AS end_time,
+    (end_ns - start_ns) / 1e9 AS duration_s,
+    operation, provider,
+    coalesce(response_model, request_model) AS model,
+    request_model, response_model, response_id,
+    input_tokens, cache_read_tokens, cache_write_tokens,
+    input_tokens - coalesce(cache_read_tokens, 0) - coalesce(cache_write_tokens, 0) AS uncached_input_tokens,
+    output_tokens, reasoning_tokens, ttft_s,
+    status, error_type,
+    cost_usd, input_cost_usd, output_cost_usd, price_source, priced_provider, priced_model, unpriced_reason,
+    fee_usd, price_book_version, price_detail,
+    {_TS.format(col="coalesce(priced_at_ns, received_ns)")} AS priced_at,
+    server_address, service_name, conversation_id, agent_name, agent_version, harness_version,
+    engine, engine_version, quantization, gpu_type, gpu_count, cluster_id, deployment,
+    container_image_name, container_image_tags, k8s_cluster_name, cloud_region
+FROM llm_call_rows
+-- one provider response counts once, also when its duplicate spans came in different requests
+WHERE NOT duplicate;
+
+CREATE OR REPLACE VIEW tasks AS
+WITH d AS (
+    -- what is not folded into task_rollup yet, per task
+    SELECT tk, any_value(project) AS project, any_value(task_id) AS task_id,
+        any_value(kind) AS kind,
+        arg_max(outcome, task_end_ns) AS outcome,
+        min(task_start_ns) AS task_start_ns,
+        max(task_end_ns) AS task_end_ns,
+        any_value(harness_version) AS harness_version,
+        any_value(agent_name) AS agent_name,
+        any_value(agent_version) AS agent_version,
+        any_value(conversation_id) AS conversation_id,
+        any_value(service_name) AS service_name,
+        flatten(list(call_ids)) AS call_ids,
+        sum(attempts)::BIGINT AS attempts,
+        sum(failed_attempts)::BIGINT AS failed_attempts,
+        sum(priced_calls)::BIGINT AS priced_calls,
+        sum(input_tokens)::BIGINT AS input_tokens,
+        sum(cache_read_tokens)::BIGINT AS cache_read_tokens,
+        sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
+        sum(output_tokens)::BIGINT AS output_tokens,
+        sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
+        min(call_start_ns) AS call_start_ns,
+        max(call_end_ns) AS call_end_ns,
+        sum(tool_calls)::BIGINT AS tool_calls,
+        sum(priced_tool_calls)::BIGINT AS priced_tool_calls,
+        sum(llm_cost_usd) AS llm_cost_usd,
+        sum(tool_cost_usd) AS tool_cost_usd
+    FROM task_rollup_delta GROUP BY tk
+), r AS (
+    SELECT project, task_id, kind, outcome, task_start_ns, task_end_ns,
+        harness_version, agent_name, agent_version, conversation_id, service_name,
+        llm_calls, attempts, failed_attempts, priced_calls,
+        input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
+        call_start_ns, call_end_ns, tool_calls, priced_tool_calls, llm_cost_usd, tool_cost_usd
+    FROM task_rollup ANTI JOIN d USING (tk)
+    UNION ALL
+    SELECT d.project, d.task_id,
+        coalesce(b.kind, d.kind),
+        CASE WHEN b.task_end_ns IS NULL OR d.task_end_ns > b.task_end_ns
+            THEN coalesce(d.outcome, b.outcome) ELSE b.outcome END,
+        least(b.task_start_ns, d.task_start_ns),
+        greatest(b.task_end_ns, d.task_end_ns),
+        coalesce(b.harness_version, d.harness_version),
+        coalesce(b.agent_name, d.agent_name),
+        coalesce(b.agent_version, d.agent_version),
+        coalesce(b.conversation_id, d.conversation_id),
+        coalesce(b.service_name, d.service_name),
+        coalesce(b.llm_calls, 0) + len(list_filter(
+            list_distinct(d.call_ids), lambda h: NOT list_contains(coalesce(b.call_ids, []::UBIGINT[]), h))),
+        coalesce(b.attempts, 0) + d.attempts,
+        coalesce(b.failed_attempts, 0) + d.failed_attempts,
+        coalesce(b.priced_calls, 0) + d.priced_calls,
+        coalesce(b.input_tokens + d.input_tokens, b.input_tokens, d.input_tokens),
+        coalesce(b.cache_read_tokens + d.cache_read_tokens, b.cache_read_tokens, d.cache_read_tokens),
+        coalesce(b.cache_write_tokens + d.cache_write_tokens, b.cache_write_tokens, d.cache_write_tokens),
+        coalesce(b.output_tokens + d.output_tokens, b.output_tokens, d.output_tokens),
+        coalesce(b.reasoning_tokens + d.reasoning_tokens, b.reasoning_tokens, d.reasoning_tokens),
+        least(b.call_start_ns, d.call_start_ns),
+        greatest(b.call_end_ns, d.call_end_ns),
+        coalesce(b.tool_calls, 0) + d.tool_calls,
+        coalesce(b.priced_tool_calls, 0) + d.priced_tool_calls,
+        coalesce(b.llm_cost_usd, 0) + d.llm_cost_usd,
+        coalesce(b.tool_cost_usd, 0) + d.tool_cost_usd
+    FROM d LEFT JOIN task_rollup AS b USING (tk)
+)
+SELECT
+    project, task_id, kind, outcome,
+    {_TS.format(col="coalesce(task_start_ns, call_start_ns)")} AS start_time,
+    {_TS.format(col="coalesce(task_end_ns, call_end_ns)")} AS end_time,
+    epoch_us({_TS.format(col="coalesce(task_end_ns, call_end_ns)")}) / 1e6
+        - epoch_us({_TS.format(col="coalesce(task_start_ns, call_start_ns)")}) / 1e6 AS duration_s,
+    llm_calls,
+    attempts,
+    attempts - llm_calls AS retries,
+    failed_attempts,
+    tool_calls,
+    input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
+    CASE WHEN priced_calls > 0 THEN llm_cost_usd END AS llm_cost_usd,
+    CASE WHEN priced_tool_calls > 0 THEN tool_cost_usd END AS tool_cost_usd,
+    CASE WHEN priced_calls > 0 OR priced_tool_calls > 0 THEN llm_cost_usd + tool_cost_usd END AS cost_usd,
+    attempts - priced_calls AS unpriced_calls,
+    harness_version, agent_name, agent_version, conversation_id, service_name
+FROM r;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_raw_spans", _RAW_SPANS),
     Migration("0002_typed_call_tool_task_rows", _TYPED),
     Migration("0003_views_llm_calls_tool_calls_tasks", _VIEWS),
     Migration("0004_span_keys_and_api_keys", _KEYS),
     Migration("0005_cost_provenance_and_cluster_costs", _PRICING),
+    Migration("0006_write_time_dedupe_and_task_rollup", _ROLLUPS),
 )
 
 _LEDGER = """

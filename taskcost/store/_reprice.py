@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from taskcost.pricing import CallPrice, ClusterWindowCost, ModelChange, Pricer, RepriceReport, pricing_inputs
 from taskcost.pricing._clusters import Cluster, ServedCall, WindowAllocation, allocate_window, describe, windows
+from taskcost.store import _rollup
 from taskcost.store._rows import PRICE_COLUMNS, price_row, usage_of
 
 __all__ = ["Progress", "cluster_costs", "reprice"]
@@ -34,8 +35,10 @@ __all__ = ["Progress", "cluster_costs", "reprice"]
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 _MONEY = pa.decimal128(38, 12)
+# a changed call: its key, what the task roll-up needs (task, counted = not a duplicate, the old cost), new prices
 _NEW_SCHEMA = pa.schema(
     [("project", pa.string()), ("trace_id", pa.string()), ("span_id", pa.string())]
+    + [("task_id", pa.string()), ("counted", pa.bool_()), ("old_cost_usd", pa.decimal128(38, 12))]
     + [
         (c, _MONEY if c.endswith("_usd") else (pa.int64() if c == "priced_at_ns" else pa.string()))
         for c in PRICE_COLUMNS
@@ -77,7 +80,8 @@ def _same(old: Sequence[Any], new: Sequence[Any]) -> bool:
 
 
 def _apply(cur: duckdb.DuckDBPyConnection, rows: list[tuple[Any, ...]]) -> None:
-    """Write new price columns for (project, trace_id, span_id, *PRICE_COLUMNS) rows."""
+    """Write new price columns for (project, trace_id, span_id, task_id, counted, old_cost_usd, *PRICE_COLUMNS)
+    rows, and what that changes in the tasks' costs (same transaction: the roll-up stays exact)."""
     if not rows:
         return
     table = pa.Table.from_pylist([dict(zip(_NEW_SCHEMA.names, r, strict=True)) for r in rows], schema=_NEW_SCHEMA)
@@ -87,6 +91,7 @@ def _apply(cur: duckdb.DuckDBPyConnection, rows: list[tuple[Any, ...]]) -> None:
             f"UPDATE llm_call_rows AS c SET {_SET} FROM _taskcost_repriced AS n "
             "WHERE c.project = n.project AND c.trace_id = n.trace_id AND c.span_id = n.span_id"
         )
+        _rollup.adjust_tasks(cur, "_taskcost_repriced", "llm")
     finally:
         cur.unregister("_taskcost_repriced")
 
@@ -106,7 +111,7 @@ def _snapshot_api_calls(cur: duckdb.DuckDBPyConnection, pricer: Pricer, where: s
         "c.project, c.trace_id, c.span_id, c.start_ns, c.received_ns, c.provider, "
         "coalesce(c.response_model, c.request_model) AS model, c.input_tokens, c.output_tokens, "
         "c.cache_read_tokens, c.cache_write_tokens, c.reasoning_tokens, c.status, c.deployment, c.cluster_id, "
-        f"{_OLD}, [{lookups}]::VARCHAR[] AS attrs "
+        f"{_OLD}, [{lookups}]::VARCHAR[] AS attrs, c.task_id, NOT c.duplicate AS counted "
         "FROM llm_call_rows c LEFT JOIN spans s "
         "ON s.project = c.project AND s.trace_id = c.trace_id AND s.span_id = c.span_id "
         f"WHERE c.deployment IS DISTINCT FROM 'self_hosted' AND {where}",
@@ -125,7 +130,7 @@ def _price_page(
     for r in rows:
         (_, project, trace_id, span_id, start_ns, provider, model, i, o, cr, cw, rs, status, dep, cluster) = r[:15]
         old = r[15 : 15 + n_old]
-        attrs = r[15 + n_old] or []
+        attrs, task_id, counted = r[15 + n_old] or [], r[16 + n_old], r[17 + n_old]
         values = dict(zip((name for name, _ in pricer.attributes), attrs, strict=False))
         context, cw1h = pricing_inputs(pricer.attributes, values.get)
         price: CallPrice = pricer.price(
@@ -148,7 +153,7 @@ def _price_page(
         if _same(old, new):
             continue
         report.updated += 1
-        changed.append((project, trace_id, span_id, *new))
+        changed.append((project, trace_id, span_id, task_id, counted, old[0], *new))
         if old[0] == price.cost_usd:
             continue  # same cost, new provenance (e.g. another book version)
         report.changed += 1
@@ -192,20 +197,28 @@ def _tool_pass(
 ) -> None:
     """Tool calls whose cost did not come from their own span: the book's tool prices, again."""
     rows = cur.execute(
-        "SELECT project, trace_id, span_id, tool_name, start_ns, cost_usd, cost_source FROM tool_call_rows "
+        "SELECT project, trace_id, span_id, tool_name, start_ns, cost_usd, cost_source, task_id FROM tool_call_rows "
         "WHERE cost_source IS DISTINCT FROM 'span' AND NOT (cost_source IS NULL AND cost_usd IS NOT NULL) "
         f"AND {where}",
         params,
     ).fetchall()
     changed = []
-    for project, trace_id, span_id, tool_name, start_ns, cost, source in rows:
+    for project, trace_id, span_id, tool_name, start_ns, cost, source, task_id in rows:
         new_cost, new_source = pricer.price_tool(tool_name, _at(start_ns), None)
         report.tool_calls += 1
         report.tool_before_usd += cost or Decimal(0)
         report.tool_after_usd += new_cost or Decimal(0)
         if (new_cost, new_source) != (cost, source):
             changed.append(
-                {"project": project, "trace_id": trace_id, "span_id": span_id, "c": new_cost, "s": new_source}
+                {
+                    "project": project,
+                    "trace_id": trace_id,
+                    "span_id": span_id,
+                    "c": new_cost,
+                    "s": new_source,
+                    "task_id": task_id,
+                    "old_cost_usd": cost,
+                }
             )
     report.tools_changed = len(changed)
     if changed:
@@ -216,6 +229,8 @@ def _tool_pass(
                 ("span_id", pa.string()),
                 ("c", _MONEY),
                 ("s", pa.string()),
+                ("task_id", pa.string()),
+                ("old_cost_usd", _MONEY),
             ]
         )
         cur.register("_taskcost_tools", pa.Table.from_pylist(changed, schema=schema))
@@ -224,6 +239,11 @@ def _tool_pass(
                 "UPDATE tool_call_rows AS t SET cost_usd = n.c, cost_source = n.s FROM _taskcost_tools AS n "
                 "WHERE t.project = n.project AND t.trace_id = n.trace_id AND t.span_id = n.span_id"
             )
+            _rollup.adjust_tasks(
+                cur,
+                "(SELECT project, task_id, true AS counted, old_cost_usd, c AS cost_usd FROM _taskcost_tools)",
+                "tool",
+            )
         finally:
             cur.unregister("_taskcost_tools")
 
@@ -231,12 +251,13 @@ def _tool_pass(
 class _Served:
     """One self-hosted call being allocated: its shares window by window."""
 
-    __slots__ = ("cluster_id", "end_ns", "key", "old", "open", "start_ns", "usd", "windows")
+    __slots__ = ("cluster_id", "counted", "end_ns", "key", "old", "open", "start_ns", "task_id", "usd", "windows")
 
     def __init__(self, row: tuple[Any, ...]) -> None:
         self.key = (row[0], row[1], row[2])
         self.start_ns, self.end_ns, self.cluster_id = row[3], row[4], row[5]
-        self.old = row[6:]
+        self.task_id, self.counted = row[6], row[7]
+        self.old = row[8:]
         self.usd = Decimal(0)
         self.windows: list[dict[str, Any]] = []
         self.open = False
@@ -252,7 +273,8 @@ def _self_hosted_rows(cur: duckdb.DuckDBPyConnection, lo: int | None, hi: int | 
         where.append("start_ns < ?")
         params.append(hi)
     return cur.execute(
-        f"SELECT project, trace_id, span_id, start_ns, end_ns, cluster_id, {old} FROM llm_call_rows "
+        f"SELECT project, trace_id, span_id, start_ns, end_ns, cluster_id, task_id, NOT duplicate, {old} "
+        "FROM llm_call_rows "
         f"WHERE deployment = 'self_hosted' AND {' AND '.join(where) or 'true'} ORDER BY start_ns",
         params,
     ).fetchall()
@@ -323,7 +345,7 @@ def _cluster_pass(
     for call in calls:
         new = price_row(_self_hosted_price(pricer, call), now_ns)
         if not _same(call.old, new):
-            changed.append((*call.key, *new))
+            changed.append((*call.key, call.task_id, call.counted, call.old[0], *new))
     report.self_hosted_changed = len(changed)
     _apply(cur, changed)
 

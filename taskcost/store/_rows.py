@@ -58,10 +58,12 @@ def arrow_schema(columns: Sequence[tuple[str, str]]) -> pa.Schema:
 
 @dataclasses.dataclass(slots=True)
 class PreparedBatch:
-    """One request's rows, column-wise, ready for the single writer."""
+    """One request's rows, column-wise, ready for the single writer: Python lists per column (``columns``), or,
+    from a decode worker process, Arrow tables already typed by the store's schemas (``tables``)."""
 
     columns: dict[str, dict[str, list[Any]]]
     span_count: int
+    tables: dict[str, pa.Table] | None = None
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

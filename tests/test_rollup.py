@@ -1,0 +1,342 @@
+"""The writer's duplicate marker and task roll-up (taskcost/store/_rollup.py): whatever the batches, the
+commits they are split into, re-sent spans, retries and re-prices, ``tasks`` and ``llm_calls`` say
+exactly what a from-scratch aggregation of the stored rows (the views' old definition) says."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from taskcost.normalize import NormalizedBatch, SpanRecord, TaskRecord, ToolCallRecord
+from taskcost.store import DuckDBStore, PreparedBatch, prepare_batch
+from tests.test_pricing_support import call, ns
+
+T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+
+# The tasks view as migration 0003 defined it, over the rows deduplicated as migration 0005's llm_calls did:
+# every figure recomputed from every stored row.
+REFERENCE_TASKS = """
+WITH calls AS (
+    SELECT * FROM llm_call_rows
+    QUALIFY response_id IS NULL
+        OR row_number() OVER (PARTITION BY project, trace_id, response_id ORDER BY received_ns, span_id) = 1
+), t AS (
+    SELECT project, task_id,
+        any_value(kind) AS kind,
+        arg_max(outcome, end_ns) AS outcome,
+        make_timestamp(min(start_ns) // 1000) AS start_time,
+        make_timestamp(max(end_ns) // 1000) AS end_time,
+        any_value(harness_version) AS harness_version,
+        any_value(agent_name) AS agent_name,
+        any_value(agent_version) AS agent_version,
+        any_value(conversation_id) AS conversation_id,
+        any_value(service_name) AS service_name
+    FROM task_rows GROUP BY project, task_id
+), c AS (
+    SELECT project, task_id,
+        count(DISTINCT call_id) AS llm_calls,
+        count(*) AS attempts,
+        count(*) FILTER (WHERE status = 'error') AS failed_attempts,
+        sum(input_tokens)::BIGINT AS input_tokens,
+        sum(cache_read_tokens)::BIGINT AS cache_read_tokens,
+        sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
+        sum(output_tokens)::BIGINT AS output_tokens,
+        sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
+        sum(cost_usd) AS llm_cost_usd,
+        count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_calls,
+        make_timestamp(min(start_ns) // 1000) AS c_start_time,
+        make_timestamp(max(end_ns) // 1000) AS c_end_time
+    FROM calls GROUP BY project, task_id
+), tl AS (
+    SELECT project, task_id, count(*) AS tool_calls, sum(cost_usd) AS tool_cost_usd
+    FROM tool_call_rows GROUP BY project, task_id
+)
+SELECT
+    project, task_id, t.kind, t.outcome,
+    coalesce(t.start_time, c.c_start_time) AS start_time,
+    coalesce(t.end_time, c.c_end_time) AS end_time,
+    epoch_us(coalesce(t.end_time, c.c_end_time)) / 1e6 - epoch_us(coalesce(t.start_time, c.c_start_time)) / 1e6
+        AS duration_s,
+    coalesce(c.llm_calls, 0) AS llm_calls,
+    coalesce(c.attempts, 0) AS attempts,
+    coalesce(c.attempts, 0) - coalesce(c.llm_calls, 0) AS retries,
+    coalesce(c.failed_attempts, 0) AS failed_attempts,
+    coalesce(tl.tool_calls, 0) AS tool_calls,
+    c.input_tokens, c.cache_read_tokens, c.cache_write_tokens, c.output_tokens, c.reasoning_tokens,
+    c.llm_cost_usd, tl.tool_cost_usd,
+    CASE WHEN c.llm_cost_usd IS NULL AND tl.tool_cost_usd IS NULL THEN NULL
+         ELSE coalesce(c.llm_cost_usd, 0) + coalesce(tl.tool_cost_usd, 0) END AS cost_usd,
+    coalesce(c.unpriced_calls, 0) AS unpriced_calls,
+    t.harness_version, t.agent_name, t.agent_version, t.conversation_id, t.service_name
+FROM t FULL OUTER JOIN c USING (project, task_id) FULL OUTER JOIN tl USING (project, task_id)
+ORDER BY project, task_id
+"""
+REFERENCE_CALLS = """
+SELECT project, trace_id, span_id FROM llm_call_rows
+QUALIFY response_id IS NULL
+    OR row_number() OVER (PARTITION BY project, trace_id, response_id ORDER BY received_ns, span_id) = 1
+ORDER BY 1, 2, 3
+"""
+
+
+def assert_exact(store: DuckDBStore) -> list[tuple[Any, ...]]:
+    """``tasks`` and ``llm_calls`` equal the from-scratch aggregation; returns the tasks rows."""
+    tasks = store.query("SELECT * FROM tasks ORDER BY project, task_id").rows
+    assert tasks == store.admin_query(REFERENCE_TASKS).rows
+    calls = store.query("SELECT project, trace_id, span_id FROM llm_calls ORDER BY 1, 2, 3").rows
+    assert calls == store.admin_query(REFERENCE_CALLS).rows
+    return tasks
+
+
+def _span(trace: str, span_id: str, start: int, end: int) -> SpanRecord:
+    return SpanRecord(trace, span_id, None, "s", 1, start, end, 0, "", "agent", "tests", "", "{}", "{}", "[]")
+
+
+def llm(
+    span_id: str,
+    *,
+    task: str = "task-1",
+    call_id: str | None = None,
+    attempt: int = 1,
+    response_id: str | None = None,
+    trace: str = "t1",
+    minute: int = 0,
+    model: str = "gpt-4o",
+    status: str = "ok",
+    input_tokens: int | None = 1000,
+) -> tuple[Any, SpanRecord]:
+    record, _ = call(span_id, T0 + timedelta(minutes=minute), model=model, task=task, input_tokens=input_tokens)
+    record = dataclasses.replace(
+        record, trace_id=trace, call_id=call_id or span_id, attempt=attempt, response_id=response_id, status=status
+    )
+    return record, _span(trace, span_id, record.start_ns, record.end_ns)
+
+
+def task_row(
+    span_id: str,
+    *,
+    task: str = "task-1",
+    outcome: str = "completed",
+    minute: int = 0,
+    trace: str = "t1",
+    start_minute: int = 0,
+) -> tuple[TaskRecord, SpanRecord]:
+    start = ns(T0 + timedelta(minutes=start_minute))
+    end = ns(T0 + timedelta(minutes=minute, seconds=30))
+    kind = f"kind-of-{task}"  # a task's context is the same on all its spans (any_value picks one)
+    record = TaskRecord(trace, span_id, task, kind, outcome, start, end, "ok", None, "h1", None, None, None, "agent")
+    return record, _span(trace, span_id, start, end)
+
+
+def tool_row(
+    span_id: str, *, task: str = "task-1", cost: Decimal | None = None, trace: str = "t1"
+) -> tuple[ToolCallRecord, SpanRecord]:
+    start = ns(T0)
+    record = ToolCallRecord(trace, span_id, task, "web_search", start, start + 1000, "ok", None, cost, "agent")
+    return record, _span(trace, span_id, start, start + 1000)
+
+
+def batch(records: list[tuple[Any, SpanRecord]], received_ns: int, project: str = "default") -> PreparedBatch:
+    b = NormalizedBatch()
+    for record, span in records:
+        b.spans.append(span)
+        if isinstance(record, TaskRecord):
+            b.tasks.append(record)
+        elif isinstance(record, ToolCallRecord):
+            b.tool_calls.append(record)
+        else:
+            b.llm_calls.append(record)
+    return prepare_batch(b, received_ns, project=project)
+
+
+# -- duplicates and retries, by example -----------------------------------------------------------------
+def test_one_response_reported_in_two_requests_counts_once(store: DuckDBStore) -> None:
+    store.write(batch([llm("s2", response_id="resp-1"), llm("s9", response_id="resp-9")], 1))
+    store.write(batch([llm("s1", response_id="resp-1")], 2))  # the same response, another request, a later commit
+    store.write(batch([llm("s3", response_id="resp-1", trace="t2")], 3))  # another trace: another response
+    [task] = assert_exact(store)
+    assert store.query("SELECT span_id FROM llm_calls ORDER BY 1").rows == [("s2",), ("s3",), ("s9",)]
+    assert store.admin_query("SELECT count(*) FILTER (WHERE duplicate) FROM llm_call_rows").rows == [(1,)]
+    cols = store.query("SELECT * FROM tasks").columns
+    assert dict(zip(cols, task, strict=True))["attempts"] == 3
+
+
+def test_duplicates_within_one_commit_keep_the_first(store: DuckDBStore) -> None:
+    store.write(batch([llm("s5", response_id="r"), llm("s4", response_id="r"), llm("s6", response_id="r")], 1))
+    assert store.query("SELECT span_id FROM llm_calls").rows == [("s4",)]  # first by (received_ns, span_id)
+    assert_exact(store)
+
+
+def test_a_resent_batch_changes_nothing_and_a_mixed_one_adds_its_new_rows(store: DuckDBStore) -> None:
+    first = [llm("a1", response_id="r1", call_id="c1"), task_row("root"), tool_row("tl1", cost=Decimal("0.01"))]
+    store.write(batch(first, 1))
+    before = assert_exact(store)
+    again = store.write(batch(first, 2))
+    assert (again.spans, again.deduplicated) == (0, 3)
+    assert assert_exact(store) == before
+    # re-sent spans with new ones, one of them a second report of a stored response, one a retry
+    mixed = [*first, llm("a0", response_id="r1"), llm("a2", call_id="c1", attempt=2), tool_row("tl2")]
+    info = store.write(batch(mixed, 3))
+    assert (info.spans, info.deduplicated) == (3, 3)
+    [task] = store.query("SELECT llm_calls, attempts, retries, tool_calls FROM tasks").rows
+    assert task == (1, 2, 1, 2)
+    assert_exact(store)
+
+
+def test_retries_of_one_call_in_different_commits_are_one_call(store: DuckDBStore) -> None:
+    store.write(batch([llm("a1", call_id="c1", status="error")], 1))
+    store.write(batch([llm("b1", call_id="c2")], 2))
+    store.write(batch([llm("a2", call_id="c1", attempt=2)], 3))
+    store.write(batch([llm("a3", call_id="c1", attempt=3), task_row("root", outcome="failed")], 4))
+    [task] = store.query("SELECT llm_calls, attempts, retries, failed_attempts, outcome FROM tasks").rows
+    assert task == (2, 4, 2, 1, "failed")
+    assert_exact(store)
+
+
+def test_a_task_with_calls_but_no_task_span_yet_has_no_outcome(store: DuckDBStore) -> None:
+    store.write(batch([llm("a1", task="running", model="no-such-model-anywhere")], 1))
+    store.write(batch([tool_row("t1", task="tools-only")], 2))
+    rows = store.query("SELECT task_id, outcome, llm_calls, cost_usd, unpriced_calls, start_time FROM tasks").rows
+    assert sorted(rows, key=lambda r: r[0]) == [
+        ("running", None, 1, None, 1, T0.replace(tzinfo=None)),
+        ("tools-only", None, 0, None, 0, None),
+    ]
+    assert_exact(store)
+
+
+# -- any batches, any commits ------------------------------------------------------------------------------
+_KINDS = st.sampled_from(["llm", "llm", "llm", "task", "tool"])
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[list[tuple[str, list[tuple[Any, SpanRecord]]]]]:
+    """Commits, each a list of (project, records) batches; span ids unique unless a batch is re-sent."""
+    n = draw(st.integers(1, 40))
+    records: list[tuple[str, tuple[Any, SpanRecord]]] = []
+    for i in range(n):
+        kind = draw(_KINDS)
+        project = draw(st.sampled_from(["alpha", "beta"]))
+        task = draw(st.sampled_from(["t-a", "t-b", "t-c"]))
+        trace = draw(st.sampled_from(["tr1", "tr2"]))
+        if kind == "llm":
+            rec = llm(
+                f"s{i:03d}",
+                task=task,
+                trace=trace,
+                call_id=draw(st.sampled_from(["c1", "c2", "c3", f"own-{i}"])),
+                attempt=draw(st.integers(1, 3)),
+                response_id=draw(st.sampled_from([None, "r1", "r2", "r3"])),
+                minute=draw(st.integers(0, 50)),
+                model=draw(st.sampled_from(["gpt-4o", "gpt-4o-mini", "no-such-model-anywhere"])),
+                status=draw(st.sampled_from(["ok", "ok", "error"])),
+                input_tokens=draw(st.sampled_from([None, 10, 2000])),
+            )
+        elif kind == "task":
+            outcome = draw(st.sampled_from(["completed", "failed", "abandoned"]))
+            minute = draw(st.integers(1, 500)) * 100 + i  # task spans end at distinct times (arg_max: no ties)
+            start = draw(st.integers(0, 50))
+            rec = task_row(f"s{i:03d}", task=task, trace=trace, outcome=outcome, minute=minute, start_minute=start)
+        else:
+            cost = draw(st.sampled_from([None, Decimal("0.005"), Decimal("0.125")]))
+            rec = tool_row(f"s{i:03d}", task=task, trace=trace, cost=cost)
+        records.append((project, rec))
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, n - 1)), max_size=6)))
+    commits = []
+    for lo, hi in zip([0, *cuts], [*cuts, n], strict=True):
+        part = records[lo:hi]
+        if commits and draw(st.booleans()):  # a client re-sends part of what it sent before
+            part = part + draw(st.lists(st.sampled_from(records[:lo]), max_size=4))
+        by_project: dict[str, list[tuple[Any, SpanRecord]]] = {}
+        for project, rec in part:
+            by_project.setdefault(project, []).append(rec)
+        commits.append(sorted(by_project.items()))
+    return commits
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories(), fold_rows=st.sampled_from([1, 3, 10**9]))
+def test_the_rollup_equals_a_from_scratch_aggregation_over_any_commits(
+    history: list[list[tuple[str, list[tuple[Any, SpanRecord]]]]], fold_rows: int
+) -> None:
+    """fold_rows 1: the delta is folded in at every commit; 3: now and then; 10**9: only when asked."""
+    with tempfile.TemporaryDirectory() as tmp, DuckDBStore.open(Path(tmp) / "h.duckdb", fold_rows=fold_rows) as store:
+        for i, commit in enumerate(history, start=1):
+            futures = [store.submit(batch(records, i, project)) for project, records in commit]
+            for f in futures:
+                f.result(30)
+            if i % 2:
+                assert_exact(store)
+        tasks = assert_exact(store)
+        store.fold_rollups()
+        assert store.admin_query("SELECT count(*) FROM task_rollup_delta").rows == [(0,)]
+        assert assert_exact(store) == tasks
+        store.rebuild_rollups()  # from scratch, by the store: the same
+        assert assert_exact(store) == tasks
+
+
+# -- migration 0006 over an existing database -----------------------------------------------------------
+_OLD_ROWS = """
+INSERT INTO llm_call_rows BY NAME
+SELECT 'p' || (i % 2) AS project, 'tr' || (i % 3) AS trace_id, printf('%04d', i) AS span_id,
+    'task-' || (i % 5) AS task_id, 'call-' || (i % 7) AS call_id, 1 + i % 2 AS attempt,
+    1796000000000000000 + i * 1000000000 AS start_ns, 1796000000000000000 + i * 1000000000 + 5 AS end_ns,
+    'chat' AS operation, 'openai' AS provider, 'gpt-4o' AS request_model,
+    CASE WHEN i % 4 = 0 THEN NULL ELSE 'resp-' || (i % 6) END AS response_id,
+    CASE WHEN i % 9 = 0 THEN NULL ELSE i * 10 END AS input_tokens, i AS output_tokens,
+    CASE WHEN i % 2 = 0 THEN 'ok' ELSE 'error' END AS status,
+    CASE WHEN i % 5 = 0 THEN NULL ELSE (i / 1000)::DECIMAL(38, 12) END AS cost_usd,
+    (1000 - i) // 10 AS received_ns
+FROM range(60) r(i);
+INSERT INTO task_rows BY NAME
+SELECT 'p' || (i % 2) AS project, 'tr0' AS trace_id, 'task' || i AS span_id, 'task-' || (i % 4) AS task_id,
+    'review' AS kind, ['completed', 'failed'][1 + i % 2] AS outcome, 1796000000000000000 AS start_ns,
+    1796000000000000000 + i * 7 AS end_ns, 'ok' AS status, 1 AS received_ns
+FROM range(8) r(i);
+INSERT INTO tool_call_rows BY NAME
+SELECT 'p1' AS project, 'tr0' AS trace_id, 'tool' || i AS span_id, 'task-' || (i % 6) AS task_id,
+    'search' AS tool_name, 0 AS start_ns, 1 AS end_ns, 'ok' AS status,
+    CASE WHEN i % 2 = 0 THEN 0.01 END AS cost_usd, 1 AS received_ns
+FROM range(9) r(i);
+"""
+
+
+def test_migration_0006_converts_an_existing_database(tmp_path: Path) -> None:
+    import duckdb
+
+    from taskcost.store import MIGRATIONS
+
+    db = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE schema_migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP)")
+    shipped = [m for m in MIGRATIONS if m.name < "0006"]
+    assert len(shipped) == 5
+    for m in shipped:  # a database as release 0005 left it
+        con.execute(m.sql)
+        con.execute("INSERT INTO schema_migrations VALUES (?, current_timestamp)", [m.name])
+    con.execute(_OLD_ROWS)
+    old_tasks = con.execute("SELECT * FROM tasks ORDER BY project, task_id").fetchall()
+    old_calls = con.execute("SELECT * FROM llm_calls ORDER BY project, trace_id, span_id").fetchall()
+    assert con.execute("SELECT count(*) FROM llm_call_rows").fetchone() != (len(old_calls),)  # some were duplicates
+    con.close()
+
+    with DuckDBStore.open(db) as store:
+        assert store.query("SELECT * FROM tasks ORDER BY project, task_id").rows == old_tasks
+        assert store.query("SELECT * FROM llm_calls ORDER BY project, trace_id, span_id").rows == old_calls
+        assert_exact(store)
+        # the keys came along: a later report of a stored response is a duplicate, a retry is no new call
+        later = [
+            llm("late-dup", task="task-2", trace="tr2", response_id="resp-2"),
+            llm("late-retry", task="task-0", call_id="call-0", attempt=3),
+        ]
+        store.write(batch(later, 10_000, project="p0"))
+        assert store.query("SELECT count(*) FROM llm_calls WHERE span_id = 'late-dup'").rows == [(0,)]
+        [(calls,)] = store.query("SELECT llm_calls FROM tasks WHERE project = 'p0' AND task_id = 'task-0'").rows
+        assert calls == next(r[7] for r in old_tasks if r[:2] == ("p0", "task-0"))
+        assert_exact(store)
