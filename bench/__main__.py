@@ -53,27 +53,40 @@ def main() -> None:
         for i, run in enumerate(runs, 1):
             print(f"  run {i}: {run.spans_per_s:,.0f} spans/s (ceiling {run.ceiling_spans_per_s:,.0f})", flush=True)
         r = sorted(runs, key=lambda x: x.spans_per_s)[len(runs) // 2]  # the median run
+        others = [run_ingest(20_000 if args.quick else 200_000, senders=args.senders, decode_workers=w) for w in (0, 2)]
         lines += [
             f"## Ingest (durable: a 200 only after commit; counted when queryable; median of {len(runs)} runs)",
             "",
             "| figure | value | target | |",
             "|---|---|---|---|",
-            f"| spans per run, concurrent senders | {r.spans:,}, {r.senders} | | |",
+            f"| spans per run; concurrent senders; decode_workers | {r.spans:,}; {r.senders}; default (1) | | |",
             f"| durable ingest, spans/s | {r.spans_per_s:,.0f} | >= {TARGETS['ingest_spans_per_s']:,} |"
             f" {_ok(r.spans_per_s >= TARGETS['ingest_spans_per_s'])} |",
             f"| decode-and-extract ceiling (same run, 1 process), spans/s | {r.ceiling_spans_per_s:,.0f} | | |",
             f"| ingest / ceiling | {r.ratio:.2f} | >= {TARGETS['ingest_ratio']} |"
             f" {_ok(r.ratio >= TARGETS['ingest_ratio'])} |",
-            f"| collector peak RSS, MB | {r.peak_rss_mb:.0f} | < {TARGETS['rss_mb']} |"
+            f"| collector peak RSS, MB ({r.collector_processes} processes, summed) | {r.peak_rss_mb:.0f} |"
+            f" < {TARGETS['rss_mb']} |"
             f" {_ok(r.peak_rss_mb < TARGETS['rss_mb'])} |",
             f"| requests refused with 503 (retried) | {r.refused} | | |",
+            "",
+            "The same load with other `decode_workers` settings (one run each; the default is 1):",
+            "",
+            "| decode_workers | spans/s | ceiling, same run | ratio | peak RSS, MB (processes) |",
+            "|---|---|---|---|---|",
+            *(
+                f"| {o.decode_workers} | {o.spans_per_s:,.0f} | {o.ceiling_spans_per_s:,.0f} | {o.ratio:.2f} |"
+                f" {o.peak_rss_mb:.0f} ({o.collector_processes}) |"
+                for o in others
+            ),
             "",
             "Where the time goes (same run): CPU microseconds per span; the machine has "
             f"{os.cpu_count()} cores for all of it.",
             "",
             "| | CPU us/span |",
             "|---|---|",
-            f"| collector process (HTTP, decode, extract, price, Arrow, DuckDB) | {r.server_cpu_us_per_span:.0f} |",
+            f"| collector, {r.collector_processes} processes (HTTP, decode, extract, price, Arrow, DuckDB)"
+            f" | {r.server_cpu_us_per_span:.0f} |",
             f"| of which decode + extract alone (the ceiling's rate) | {r.ceiling_cpu_us_per_span:.0f} |",
             f"| load generator (senders) | {r.sender_cpu_us_per_span:.0f} |",
             f"| commits; spans per commit | {r.commits:,}; {r.spans / max(1, r.commits):,.0f} |",

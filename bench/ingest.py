@@ -30,7 +30,9 @@ class IngestResult:
     peak_rss_mb: float
     refused: int
     senders: int = 0
-    server_cpu_us_per_span: float = float("nan")  # the collector process, all its threads (decode, writer, DuckDB)
+    decode_workers: int | None = None
+    server_cpu_us_per_span: float = float("nan")  # the collector and its workers, all threads (decode, writer, DuckDB)
+    collector_processes: int = 1
     sender_cpu_us_per_span: float = float("nan")  # the load generator's processes, on the same 2 cores
     ceiling_cpu_us_per_span: float = float("nan")  # decode + extract alone, from the ceiling measurement
     commits: int = 0
@@ -67,10 +69,37 @@ def ceiling(bodies: list[tuple[bytes, str, int]], repeats: int = 3) -> float:
     return statistics.median(rates)
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a live process, all threads (/proc/PID/stat fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _tree(pid: int) -> list[int]:
+    """A live process and its descendants (the collector and its decode workers)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(_stat(int(entry.name))[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(child for child, parent in parents.items() if parent == p)
+    return out
+
+
+def _cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds of live processes, all threads (/proc/PID/stat fields 14 and 15)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = _stat(pid)
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _metric(text: str, name: str) -> float:
@@ -102,11 +131,17 @@ def _post_all(url: str, bodies: list[tuple[bytes, str, int]], refused: Any) -> N
                 time.sleep(float(r.headers.get("Retry-After", "1")))
 
 
-def _peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+def _peak_rss_mb(pids: list[int]) -> float:
+    """The sum of the processes' peak resident memory (VmHWM): the collector and its workers together."""
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
 
 
 def _free_port() -> int:
@@ -117,10 +152,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_ingest(total: int = 200_000, senders: int = 4, json_share: float = 0.3) -> IngestResult:
+def run_ingest(
+    total: int = 200_000, senders: int = 4, json_share: float = 0.3, decode_workers: int | None = None
+) -> IngestResult:
+    """One ingest run. ``decode_workers``: the collector's setting (None: its default)."""
     bodies = _bodies(total, json_share)
     n = sum(b[2] for b in bodies)
-    ceil = ceiling(bodies[: max(1, len(bodies) // 4)])
+    ceil = ceiling(bodies[: max(1, len(bodies) // 3)], repeats=5)
     with tempfile.TemporaryDirectory() as tmp:
         db, port = Path(tmp) / "bench.duckdb", _free_port()
         proc = subprocess.Popen(
@@ -139,6 +177,7 @@ def run_ingest(total: int = 200_000, senders: int = 4, json_share: float = 0.3) 
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            env={**os.environ, **({} if decode_workers is None else {"TASKCOST_DECODE_WORKERS": str(decode_workers)})},
         )
         url = f"http://127.0.0.1:{port}"
         try:
@@ -151,7 +190,7 @@ def run_ingest(total: int = 200_000, senders: int = 4, json_share: float = 0.3) 
             refused, sender_cpu = mp.Value("i", 0), mp.Value("d", 0.0)
             parts = [bodies[i::senders] for i in range(senders)]
             workers = [mp.Process(target=_send, args=(url, part, refused, sender_cpu)) for part in parts]
-            cpu0 = _cpu_s(proc.pid)
+            cpu0 = _cpu_s(_tree(proc.pid))
             start = time.perf_counter()
             for w in workers:
                 w.start()
@@ -164,8 +203,10 @@ def run_ingest(total: int = 200_000, senders: int = 4, json_share: float = 0.3) 
                     break
                 time.sleep(0.05)
             elapsed = time.perf_counter() - start
-            server_cpu = _cpu_s(proc.pid) - cpu0
-            peak = _peak_rss_mb(proc.pid)
+            collector = _tree(proc.pid)
+            server_cpu = _cpu_s(collector) - cpu0
+            peak = _peak_rss_mb(collector)
+            processes = len(collector)
             metrics = httpx.get(f"{url}/metrics", timeout=10).text
         finally:
             proc.terminate()
@@ -177,9 +218,11 @@ def run_ingest(total: int = 200_000, senders: int = 4, json_share: float = 0.3) 
         peak,
         refused.value,
         senders=senders,
+        decode_workers=decode_workers,
         server_cpu_us_per_span=server_cpu / n * 1e6,
         sender_cpu_us_per_span=sender_cpu.value / n * 1e6,
         ceiling_cpu_us_per_span=1e6 / ceil,
         commits=int(_metric(metrics, "taskcost_write_seconds_count")),
         writer_busy_share=_metric(metrics, "taskcost_write_seconds_sum") / elapsed,
+        collector_processes=processes,
     )

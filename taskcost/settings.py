@@ -55,6 +55,12 @@ class Settings(BaseSettings):
     max_inflight_requests: int = Field(
         8, ge=1, description="Intake requests decoded at once at most; beyond, 503 (bounds memory)."
     )
+    decode_workers: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description="Worker processes that decode, normalise and price intake requests (0: in the serving process).",
+    )
     backpressure_wait_s: float = Field(
         4.0, ge=0, description="How long a request waits for a decoding slot or queue room before a 503."
     )

@@ -37,7 +37,8 @@ def store(tmp_path: Path) -> Iterator[DuckDBStore]:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(db=tmp_path / "t.duckdb", max_body_bytes=64 * 1024)
+    # decode in-process: a TestClient app per test; the worker processes are tested by real servers and test_decoders
+    return Settings(db=tmp_path / "t.duckdb", max_body_bytes=64 * 1024, decode_workers=0)
 
 
 @pytest.fixture

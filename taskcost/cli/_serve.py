@@ -6,6 +6,7 @@ import contextlib
 import ipaddress
 import logging
 import secrets
+import threading
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -72,10 +73,13 @@ def serve(
     admin_token = settings.admin_token or secrets.token_urlsafe(32)
     info = write_server_info(settings.db, url, admin_token)
     receiver: Any = None
+    decoders: Any = None
 
     def release() -> None:
         if receiver is not None:
             receiver.stop(5)
+        if decoders is not None:
+            decoders.close()
         store.close()  # drains the writer; a no-op the second time
         info.unlink(missing_ok=True)
 
@@ -93,6 +97,9 @@ def serve(
     try:
         # the app installs the configured prices (book, price data) before any receiver takes spans
         application = create_app(settings, store, dashboards=dashboards, lifespan=lifespan, admin_token=admin_token)
+        decoders = application.state.decoders
+        if decoders is not None:  # warm up beside the server: /healthz answers at once, intake waits for a worker
+            threading.Thread(target=decoders.start, name="taskcost-decoders-start", daemon=True).start()
         receiver = start_grpc_server(store, settings)
     except (ValueError, OSError) as exc:
         release()

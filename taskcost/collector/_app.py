@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from taskcost import __version__
 from taskcost.collector._api import api_router
 from taskcost.collector._auth import PROJECT_HEADER, authenticate
+from taskcost.collector._decoders import DecodePool
 from taskcost.collector._errors import ApiError, error_body, install_error_handlers
 from taskcost.collector._ingest import rules_from_settings
 from taskcost.collector._metrics import Metrics
@@ -60,7 +61,9 @@ def create_app(
 ) -> FastAPI:
     """Build the service around an open store. Nothing is opened or started here; the caller owns
     the store (and closes it when the server stops, e.g. from ``lifespan``). ``admin_token``
-    (else ``settings.admin_token``) enables key management over HTTP."""
+    (else ``settings.admin_token``) enables key management over HTTP. With ``settings.decode_workers`` > 0,
+    ``app.state.decoders`` is the decode pool: start it with ``.start()`` and stop it with ``.close()`` (it starts
+    by itself on the first request otherwise)."""
     app = FastAPI(
         lifespan=lifespan,
         title="taskcost",
@@ -72,6 +75,12 @@ def create_app(
     metrics = Metrics(store)
     if hasattr(store, "on_commit"):
         store.on_commit = metrics.on_commit
+    schemas = getattr(store, "arrow_schemas", None)
+    decoders = (
+        DecodePool(settings, schemas, settings.decode_workers)  # started by the caller, or on the first request
+        if settings.decode_workers and schemas is not None and not getattr(store, "read_only", False)
+        else None
+    )
     app.include_router(
         otlp_router(
             store,
@@ -80,6 +89,7 @@ def create_app(
             backpressure_wait_s=settings.backpressure_wait_s,
             rules=rules_from_settings(settings),
             metrics=metrics,
+            decoders=decoders,
         )
     )
     app.include_router(
@@ -96,6 +106,7 @@ def create_app(
     app.state.settings = settings
     app.state.store = store
     app.state.metrics = metrics
+    app.state.decoders = decoders
     if dashboards:
         from a2wsgi import WSGIMiddleware
 

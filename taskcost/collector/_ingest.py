@@ -3,7 +3,9 @@ to the store and answers in its own protocol (OTLP/HTTP in _otlp, OTLP/gRPC in _
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -17,6 +19,7 @@ __all__ = [
     "STORE_FAILED",
     "Ingested",
     "decode_and_prepare",
+    "decode_executor",
     "export_response",
     "rules_from_settings",
 ]
@@ -41,6 +44,25 @@ def decode_and_prepare(
     now = time.time_ns()
     prepared = prepare_batch(batch, now) if project is None else prepare_batch(batch, now, project)
     return Ingested(prepared, batch.rejected_spans, batch.messages)
+
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def decode_executor() -> ThreadPoolExecutor:
+    """The one thread this process decodes OTLP/HTTP bodies in (created on first use).
+
+    Decoding is pure Python and holds the GIL, so more threads would not decode faster; they would only make the
+    store's writer thread wait longer for the GIL between its DuckDB calls (each GIL hand-off can take a switch
+    interval), and the writer is what every acknowledgement waits for. Requests in flight beyond this one wait
+    for it with their bodies read (``max_inflight_requests`` bounds how many).
+    """
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="taskcost-decode")
+        return _executor
 
 
 def export_response(ingested: Ingested) -> ExportTraceServiceResponse:

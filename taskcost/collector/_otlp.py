@@ -16,8 +16,16 @@ from fastapi.responses import Response
 from google.protobuf import json_format
 
 from taskcost.collector._auth import authenticate
+from taskcost.collector._decoders import DecodePool, DecodersUnavailable
 from taskcost.collector._errors import PROTOBUF, ApiError
-from taskcost.collector._ingest import RETRY_AFTER_S, STORE_FAILED, Ingested, decode_and_prepare, export_response
+from taskcost.collector._ingest import (
+    RETRY_AFTER_S,
+    STORE_FAILED,
+    Ingested,
+    decode_and_prepare,
+    decode_executor,
+    export_response,
+)
 from taskcost.collector._metrics import Metrics
 from taskcost.normalize import DecodeError, NormalizeRules
 from taskcost.store import Store, StoreBusyError
@@ -79,6 +87,17 @@ def _decode(body: bytes, ctype: str, rules: NormalizeRules, project: str | None)
         raise ApiError(400, "body is nested too deeply to decode") from None
 
 
+async def _decode_in_worker(decoders: DecodePool, body: bytes, ctype: str, project: str | None) -> Ingested:
+    try:
+        return await decoders.decode(body, protobuf=ctype == PROTOBUF, project=project)
+    except DecodeError as exc:
+        raise ApiError(400, str(exc)) from None
+    except RecursionError:
+        raise ApiError(400, "body is nested too deeply to decode") from None
+    except DecodersUnavailable as exc:
+        raise ApiError(503, f"{exc}; retry shortly", headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+
+
 def otlp_router(
     store: Store,
     *,
@@ -87,6 +106,7 @@ def otlp_router(
     backpressure_wait_s: float,
     rules: NormalizeRules,
     metrics: Metrics,
+    decoders: DecodePool | None = None,
 ) -> APIRouter:
     """Back-pressure, in two steps: a request first waits (up to ``backpressure_wait_s``) for one of
     ``max_inflight`` decoding slots -- its body stays unread, in the client's socket -- then, decoded,
@@ -117,7 +137,12 @@ def otlp_router(
             body = await _read_body(request, max_body_bytes)
             encoding = request.headers.get("content-encoding", "").strip().lower()
             body = _inflate(body, encoding, max_body_bytes)
-            ingested = await run_in_threadpool(_decode, body, ctype, rules, caller.project)
+            if decoders is not None:
+                ingested = await _decode_in_worker(decoders, body, ctype, caller.project)
+            else:
+                ingested = await asyncio.get_running_loop().run_in_executor(
+                    decode_executor(), _decode, body, ctype, rules, caller.project
+                )
             prepared = ingested.prepared
             metrics.received.inc(prepared.span_count + ingested.rejected_spans)
             if ingested.rejected_spans:

@@ -1,0 +1,159 @@
+"""Decoding in worker processes.
+
+Decoding, normalising and pricing a request is pure Python: in the serving process it holds the GIL, and the store's
+writer thread, which needs the GIL between its DuckDB calls (and while DuckDB scans the Arrow tables it is given),
+waits behind it, so every acknowledgement waits too. With ``decode_workers`` > 0 that work runs in child processes
+instead: a worker turns the body into the same Arrow tables the writer would build, sends them back in Arrow's IPC
+format (one copy, no per-value pickling), and the serving process only answers HTTP and commits.
+
+A worker that dies (killed, out of memory) fails only the requests it held; they are answered 503 with nothing
+kept, and the next request starts a new pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+import pyarrow as pa
+
+from taskcost.collector._ingest import Ingested, decode_and_prepare, rules_from_settings
+from taskcost.normalize import NormalizeRules
+from taskcost.settings import Settings
+from taskcost.store import PreparedBatch
+
+__all__ = ["DecodePool", "DecodersUnavailable"]
+
+log = logging.getLogger("taskcost.collector")
+
+
+class DecodersUnavailable(RuntimeError):
+    """The worker that held this request died; nothing of the request was kept."""
+
+
+# -- in the worker process -----------------------------------------------------------------------------------------
+_worker: tuple[NormalizeRules, dict[str, pa.Schema]] | None = None
+
+
+def _exit_with(parent: int) -> None:
+    """A worker outlives a parent killed with SIGKILL (nothing tells it): it checks, and leaves with it."""
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
+def _init(settings: Settings, schemas: dict[str, pa.Schema], parent: int) -> None:
+    global _worker
+    threading.Thread(target=_exit_with, args=(parent,), name="taskcost-parent-watch", daemon=True).start()
+    from taskcost.pricing import PricingConfig, PricingSource, install_pricing
+
+    # the same prices as the serving process: built from the same settings, rebuilt when their files change
+    install_pricing(PricingSource(PricingConfig.from_settings(settings)))
+    _worker = (rules_from_settings(settings), schemas)
+    # A request allocates hundreds of thousands of short-lived, acyclic objects (freed by reference counting);
+    # the cyclic collector would rescan them every 700 allocations. Keep what is loaded out of its sight and let it
+    # run less often.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue())
+
+
+def _work(body: bytes, protobuf: bool, project: str | None) -> tuple[dict[str, bytes], int, int, list[str]]:
+    assert _worker is not None, "decode worker not initialised"
+    rules, schemas = _worker
+    ingested = decode_and_prepare(body, protobuf=protobuf, rules=rules, project=project)
+    tables = {
+        name: _ipc(pa.Table.from_pydict(cols, schema=schemas[name]))
+        for name, cols in ingested.prepared.columns.items()
+        if cols["received_ns"]
+    }
+    return tables, ingested.prepared.span_count, ingested.rejected_spans, ingested.messages
+
+
+def _ready() -> bool:
+    return _worker is not None
+
+
+# -- in the serving process ----------------------------------------------------------------------------------------
+class DecodePool:
+    """``workers`` child processes (started with ``spawn``: the serving process has threads and an open database,
+    which a fork would copy mid-flight). Started on first use, or by ``start()``."""
+
+    def __init__(self, settings: Settings, schemas: Mapping[str, pa.Schema], workers: int) -> None:
+        self._initargs = (settings, dict(schemas), os.getpid())
+        self.workers = workers
+        self._lock = threading.Lock()
+        self._pool: ProcessPoolExecutor | None = None
+        self._closed = False
+
+    def _executor(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._closed:
+                raise DecodersUnavailable("the server is stopping")
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    self.workers,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_init,
+                    initargs=self._initargs,
+                )
+            return self._pool
+
+    def _discard(self, pool: ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def start(self, timeout_s: float = 120.0) -> None:
+        """Start every worker now and wait until each has loaded its prices (so no request pays for it).
+        Requests that come meanwhile wait in the pool's queue."""
+        pool = self._executor()
+        futures: list[Future[bool]] = [pool.submit(_ready) for _ in range(self.workers)]
+        for f in futures:
+            f.result(timeout_s)
+
+    async def decode(self, body: bytes, *, protobuf: bool, project: str | None) -> Ingested:
+        """Decode one body in a worker. Raises what ``decode_and_prepare`` raises (DecodeError, ...) and
+        DecodersUnavailable when the worker died."""
+        pool = self._executor()
+        try:
+            tables_ipc, spans, rejected, messages = await asyncio.wrap_future(
+                pool.submit(_work, body, protobuf, project)
+            )
+        except BrokenProcessPool:
+            log.error("a decode worker died; starting new ones for the next requests")
+            self._discard(pool)
+            raise DecodersUnavailable("the decode worker holding this request died; nothing of it was kept") from None
+        tables = {name: pa.ipc.open_stream(buf).read_all() for name, buf in tables_ipc.items()}
+        return Ingested(PreparedBatch(columns={}, span_count=spans, tables=tables), rejected, messages)
+
+    def pids(self) -> list[int]:
+        """The workers' process ids (for tests and the benchmark's memory figure)."""
+        pool = self._pool
+        processes: dict[int, Any] = getattr(pool, "_processes", None) or {}
+        return [p.pid for p in processes.values() if p.pid is not None]
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)

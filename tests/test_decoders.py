@@ -1,0 +1,146 @@
+"""Decoding in worker processes (decode_workers > 0): the same rows as decoding in the serving process, the same
+errors, the workers' own prices, and a worker that dies costs only the requests it held."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from bench.traffic import requests, to_json
+from taskcost.collector import create_app
+from taskcost.settings import Settings
+from taskcost.store import DuckDBStore
+from tests.conftest import free_port, start_server
+from tests.otlp_samples import sample_request, to_otlp_json
+
+PB = {"Content-Type": "application/x-protobuf"}
+JS = {"Content-Type": "application/json"}
+_COMPARED = "SELECT * EXCLUDE (received_ns) FROM {table} ORDER BY trace_id, span_id"
+
+
+@pytest.fixture
+def apps(tmp_path: Path) -> Iterator[dict[str, tuple[TestClient, DuckDBStore, Any]]]:
+    """Two servers over two files, identical but for where they decode: in-process, and in one worker process."""
+    book = {"version": "b1", "discounts": [{"provider": "openai", "percent": "10"}]}
+    out: dict[str, tuple[TestClient, DuckDBStore, Any]] = {}
+    for name, workers in (("inproc", 0), ("worker", 1)):
+        settings = Settings(db=tmp_path / f"{name}.duckdb", decode_workers=workers, price_book=book)
+        store = DuckDBStore.open(settings.db)
+        app = create_app(settings, store, dashboards=False)
+        out[name] = (TestClient(app, raise_server_exceptions=False).__enter__(), store, app.state.decoders)
+    try:
+        yield out
+    finally:
+        for client, store, decoders in out.values():
+            client.__exit__(None, None, None)
+            if decoders is not None:
+                decoders.close()
+            store.close()
+
+
+def _bodies() -> list[tuple[bytes, dict[str, str]]]:
+    out = []
+    for i, req in enumerate(requests(3_000, seed=11)):
+        out.append((to_json(req), JS) if i % 2 else (req.SerializeToString(), PB))
+    out.append((sample_request().SerializeToString(), PB))
+    return out
+
+
+def test_a_worker_stores_exactly_what_in_process_decoding_stores(apps: dict[str, Any]) -> None:
+    assert apps["inproc"][2] is None and apps["worker"][2] is not None
+    for body, headers in _bodies():
+        answers = [apps[name][0].post("/v1/traces", content=body, headers=headers) for name in ("inproc", "worker")]
+        assert [a.status_code for a in answers] == [200, 200]
+        assert answers[0].content == answers[1].content  # partial success messages included
+    for table in ("spans", "llm_call_rows", "tool_call_rows", "task_rows"):
+        rows = [apps[name][1].admin_query(_COMPARED.format(table=table)).rows for name in ("inproc", "worker")]
+        assert rows[0] == rows[1], table
+        assert rows[0], f"{table} is empty: the comparison would prove nothing"
+    # the worker priced with the configured price book (its discount), not with bare list prices
+    books = apps["worker"][1].admin_query(
+        "SELECT count(*) FROM llm_call_rows WHERE provider = 'openai' AND price_book_version LIKE 'b1 (%'"
+        " AND json_extract_string(price_detail, '$.discount.percent') = '10'"
+    )
+    assert books.rows[0][0] > 0
+
+
+def test_bad_bodies_get_the_same_errors(apps: dict[str, Any]) -> None:
+    bad: list[tuple[bytes, dict[str, str]]] = [
+        (b"\x0a\x05garbage", PB),
+        (b"{not json", JS),
+        (json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}).encode(), JS),
+    ]
+    for body, headers in bad:
+        answers = [apps[name][0].post("/v1/traces", content=body, headers=headers) for name in ("inproc", "worker")]
+        assert [a.status_code for a in answers] == [400, 400]
+        assert answers[0].content == answers[1].content  # the error, in the request's content type
+        assert len(answers[0].content) > 10
+
+
+def test_a_dead_worker_fails_only_what_it_held_and_is_replaced(apps: dict[str, Any]) -> None:
+    client, store, decoders = apps["worker"]
+    body = json.dumps(to_otlp_json(sample_request())).encode()  # JSON: errors come back as JSON
+    assert client.post("/v1/traces", content=body, headers=JS).status_code == 200
+    (pid,) = decoders.pids()
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    statuses = []
+    while time.monotonic() < deadline:
+        r = client.post("/v1/traces", content=body, headers=JS)
+        statuses.append(r.status_code)
+        if r.status_code == 200:
+            break
+        assert r.status_code == 503 and r.headers["Retry-After"]
+        assert "nothing of it was kept" in r.json()["message"]
+    assert statuses[0] == 503 and statuses[-1] == 200, statuses  # the request it held failed; the next pool took over
+    assert decoders.pids() and pid not in decoders.pids()
+    # the same spans twice (before and after the death): stored once
+    n = store.admin_query("SELECT count(*) FROM spans").rows[0][0]
+    assert n == len(sample_request().resource_spans[0].scope_spans[0].spans)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_workers_leave_with_a_server_killed_by_sigkill(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "k.duckdb", free_port(), tmp_path / "server.log")
+    try:
+        body = sample_request().SerializeToString()
+        r = httpx.post(f"{server.url}/v1/traces", content=body, headers=PB, timeout=60)
+        assert r.status_code == 200  # decoded by a worker: the pool is up
+        workers = _children(server.proc.pid)
+        assert workers, "the server started no worker process"
+    finally:
+        os.kill(server.proc.pid, signal.SIGKILL)
+        server.proc.wait(30)
+    deadline = time.monotonic() + 15
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(w) for w in workers), "a decode worker outlived its server"
