@@ -10,112 +10,15 @@ import base64
 import json
 from typing import Any
 
-import pytest
-from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from bench.traffic import requests, to_json
-from taskcost.normalize import DecodeError, decode_json, encode_json, key_value
-from taskcost.normalize._json import MAX_DEPTH
+from taskcost.normalize import decode_json
+from tests.json_oracle import assert_same, dumps, span_doc
 from tests.otlp_samples import sample_request, to_otlp_json
-
-# --- the oracle: decode_json as it was (json.loads, hex ids -> base64, json_format.ParseDict) ------------------
-# Two changes, both marked: (1) the hex-id fix-up and the object checks visit resourceSpans/scopeSpans under both
-# spellings (before, only the lowerCamelCase one when present, so ids under a second, snake_case spelling of the
-# same field were read as base64); (2) exceptions that used to escape (OverflowError from "kind": Infinity or a
-# 400-digit doubleValue, ValueError from a 5000-digit number, SystemError from upb looking up a field name with an
-# unpaired surrogate) are DecodeErrors.
-
-_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
-
-
-def _hex_to_b64(value: Any, where: str) -> Any:
-    if not isinstance(value, str):
-        raise DecodeError(f"{where} must be a hex string, got {type(value).__name__}")
-    if value == "":
-        return ""
-    try:
-        raw = bytes.fromhex(value)
-    except ValueError:
-        raise DecodeError(f"{where} is not hex: {value[:40]!r}") from None
-    return base64.b64encode(raw).decode("ascii")
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise DecodeError(f"{where} must be an array, got {type(value).__name__}")
-    return value
-
-
-def _fix_ids(spans: list[Any], where: str) -> None:
-    for i, span in enumerate(spans):
-        if not isinstance(span, dict):
-            raise DecodeError(f"{where}[{i}] must be an object")
-        for key in _ID_FIELDS:
-            if key in span:
-                span[key] = _hex_to_b64(span[key], f"{where}[{i}].{key}")
-        for j, link in enumerate(_list(span.get("links"), f"{where}[{i}].links")):
-            if not isinstance(link, dict):
-                raise DecodeError(f"{where}[{i}].links[{j}] must be an object")
-            for key in _ID_FIELDS:
-                if key in link:
-                    link[key] = _hex_to_b64(link[key], f"{where}[{i}].links[{j}].{key}")
-
-
-def oracle(body: bytes) -> ExportTraceServiceRequest:
-    try:
-        doc = json.loads(body)
-    except RecursionError:
-        raise DecodeError("JSON is nested too deeply") from None
-    except ValueError as exc:  # change (2): was (UnicodeDecodeError, json.JSONDecodeError)
-        raise DecodeError(f"body is not valid JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise DecodeError("body must be a JSON object (ExportTraceServiceRequest)")
-    for rs_key in ("resourceSpans", "resource_spans"):  # change (1): was doc.get("resourceSpans", doc.get(...))
-        for r, rs in enumerate(_list(doc.get(rs_key), "resourceSpans")):
-            if not isinstance(rs, dict):
-                raise DecodeError(f"resourceSpans[{r}] must be an object")
-            for ss_key in ("scopeSpans", "scope_spans"):  # change (1)
-                for s, ss in enumerate(_list(rs.get(ss_key), f"resourceSpans[{r}].scopeSpans")):
-                    if not isinstance(ss, dict):
-                        raise DecodeError(f"resourceSpans[{r}].scopeSpans[{s}] must be an object")
-                    where = f"resourceSpans[{r}].scopeSpans[{s}].spans"
-                    _fix_ids(_list(ss.get("spans"), where), where)
-    msg = ExportTraceServiceRequest()
-    try:
-        json_format.ParseDict(doc, msg, ignore_unknown_fields=True)
-    except (json_format.ParseError, TypeError, ValueError, AttributeError, RecursionError) as exc:
-        raise DecodeError(f"JSON is not an OTLP ExportTraceServiceRequest: {exc}") from None
-    except (OverflowError, SystemError) as exc:  # change (2)
-        raise DecodeError(f"JSON is not an OTLP ExportTraceServiceRequest: {exc}") from None
-    return msg
-
-
-def outcome(decode: Any, body: bytes) -> bytes | str:
-    """The decoded message's deterministic encoding (NaN-safe, unlike ==), or "DecodeError"."""
-    try:
-        msg = decode(body)
-    except DecodeError:
-        return "DecodeError"
-    assert isinstance(msg, ExportTraceServiceRequest)
-    return bytes(msg.SerializeToString(deterministic=True))
-
-
-def assert_same(body: bytes) -> bytes | str:
-    got, want = outcome(decode_json, body), outcome(oracle, body)
-    assert got == want, f"decode_json and the ParseDict oracle differ on {body[:2000]!r}"
-    return got
-
-
-def dumps(doc: Any) -> bytes:
-    return json.dumps(doc, allow_nan=True).encode()  # NaN / Infinity literals; lone surrogates as \ud800 escapes
-
 
 # --- documents that follow the schema, with every liberty and many mistakes --------------------------------------
 
@@ -392,17 +295,6 @@ def test_same_as_parsedict_on_edited_sdk_requests(data: st.DataObject, times: in
     assert_same(dumps(mutate(json.loads(json.dumps(SAMPLE)), data, times)))
 
 
-def _span_doc(span: Any, *, scope: Any = None) -> dict[str, Any]:
-    ss: dict[str, Any] = {"spans": [span]}
-    if scope is not None:
-        ss["scope"] = scope
-    return {"resourceSpans": [{"scopeSpans": [ss]}]}
-
-
-def _attr_doc(value: Any) -> dict[str, Any]:
-    return _span_doc({"attributes": [{"key": "k", "value": value}]})
-
-
 # --- attributes: the converter's fast path for {"key": str, "value": {one scalar}} and its edges -----------------
 
 _scalars = st.one_of(
@@ -435,190 +327,11 @@ _attributes = st.lists(
 @given(attrs=_attributes, where=st.sampled_from(["span", "resource", "event", "kvlist"]))
 def test_same_as_parsedict_on_attribute_lists(attrs: list[Any], where: str) -> None:
     if where == "span":
-        doc = _span_doc({"attributes": attrs})
+        doc = span_doc({"attributes": attrs})
     elif where == "event":
-        doc = _span_doc({"events": [{"attributes": attrs}]})
+        doc = span_doc({"events": [{"attributes": attrs}]})
     elif where == "kvlist":
-        doc = _span_doc({"attributes": [{"key": "k", "value": {"kvlistValue": {"values": attrs}}}]})
+        doc = span_doc({"attributes": [{"key": "k", "value": {"kvlistValue": {"values": attrs}}}]})
     else:
         doc = {"resourceSpans": [{"resource": {"attributes": attrs}}]}
     assert_same(dumps(doc))
-
-
-# --- cases worth naming (each also checked against the oracle) --------------------------------------------------
-
-
-ACCEPTED = {
-    "snake_case names": {
-        "resource_spans": [{"scope_spans": [{"spans": [{"trace_id": "AB" * 16, "start_time_unix_nano": 5}]}]}]
-    },
-    "upper-case hex, int64 as a number": _span_doc({"traceId": "AB" * 16, "spanId": "cd" * 8, "startTimeUnixNano": 7}),
-    "hex with spaces between bytes": _span_doc({"spanId": "ab cd ef 01 23 45 67 89"}),
-    "empty ids": _span_doc({"traceId": "", "spanId": "", "parentSpanId": ""}),
-    "enum by name": _span_doc({"kind": "SPAN_KIND_CLIENT", "status": {"code": "STATUS_CODE_ERROR"}}),
-    "enum as a float or numeric string": _span_doc({"kind": 2.7, "status": {"code": " 2"}}),
-    "unknown enum number kept": _span_doc({"kind": 99}),
-    "unknown enum name ignored": _span_doc({"kind": "SPAN_KIND_BOGUS", "status": {"code": "1e2"}}),
-    "integers in ParseDict's other spellings": _attr_doc({"intValue": "1e3"}),
-    "int with a tab, underscore": _span_doc({"startTimeUnixNano": "\t1_000", "droppedAttributesCount": 3.0}),
-    "double as a string": _attr_doc({"doubleValue": "NaN"}),
-    "double from a bool": _attr_doc({"doubleValue": True}),
-    "bytes url-safe, unpadded": _attr_doc({"bytesValue": "-_8"}),
-    "string for a message": _span_doc({"status": "ok", "events": ["x"]}),
-    "array of non-field strings for a message": _span_doc({"status": ["foo", "bar"]}),
-    "null clears": _span_doc({"name": "a", "status": None, "attributes": None}),
-    "null for the other oneof member": _attr_doc({"intValue": 5, "stringValue": None}),
-    "null for the same oneof member, later": _attr_doc({"intValue": 5, "int_value": None}),
-    "later spelling wins": _span_doc({"startTimeUnixNano": "5", "start_time_unix_nano": "0"}),
-    "unknown fields": {"resourceSpans": [{"x": {"y": [1, 2]}, "scopeSpans": [{"spans": [{"zzz": None}]}]}], "q": 1},
-    "oneof member at its default": _attr_doc({"stringValue": ""}),
-    "negative int64": _attr_doc({"intValue": "-9223372036854775808"}),
-    "nested arrays and kvlists": _attr_doc(
-        {"arrayValue": {"values": [{"kvlistValue": {"values": [{"key": "a", "value": {"boolValue": False}}]}}]}}
-    ),
-    "entity refs": {"resourceSpans": [{"resource": {"entityRefs": [{"type": "t", "idKeys": ["a", ""]}]}}]},
-    "long key and value (multi-byte lengths)": _span_doc(
-        {"attributes": [{"key": "k" * 300, "value": {"stringValue": "v" * 20000}}], "name": "n" * 20000}
-    ),
-}
-
-REJECTED = {
-    "not hex": (_span_doc({"traceId": "zz"}), "resourceSpans[0].scopeSpans[0].spans[0].traceId is not hex"),
-    "odd hex": (_span_doc({"spanId": "abc"}), "spans[0].spanId is not hex"),
-    "null id": (_span_doc({"traceId": None}), "traceId must be a hex string"),
-    "link id not a string": (_span_doc({"links": [{"spanId": 5}]}), "links[0].spanId must be a hex string"),
-    "span not an object": (_span_doc("span"), "spans[0] must be an object"),
-    "link not an object": (_span_doc({"links": ["x"]}), "links[0] must be an object"),
-    "int64 out of range": (_attr_doc({"intValue": "9223372036854775808"}), "value.intValue is out of range"),
-    "negative fixed64": (_span_doc({"endTimeUnixNano": -1}), "endTimeUnixNano is out of range"),
-    "uint32 out of range": (_span_doc({"droppedLinksCount": 2**32}), "droppedLinksCount is out of range"),
-    "enum out of range": (_span_doc({"kind": 2**31}), "kind is out of range"),
-    "enum infinite (escaped as OverflowError before)": (_span_doc({"kind": float("inf")}), "kind is out of range"),
-    "fractional int": (_span_doc({"startTimeUnixNano": 1.5}), "startTimeUnixNano is not an integer"),
-    "int with a space": (_span_doc({"startTimeUnixNano": "1 000"}), "startTimeUnixNano is not an integer"),
-    "bool for an int": (_attr_doc({"intValue": True}), "intValue must be an integer"),
-    "string for a bool": (_attr_doc({"boolValue": "true"}), "boolValue must be true or false"),
-    "NaN literal for a double": (_attr_doc({"doubleValue": float("nan")}), "doubleValue is NaN"),
-    "huge int for a double (escaped as OverflowError before)": (_attr_doc({"doubleValue": 10**400}), "too large"),
-    "number for a string": (_span_doc({"name": 5}), "spans[0].name must be a string"),
-    "unpaired surrogate": (_span_doc({"name": "\ud800"}), "name has an unpaired surrogate"),
-    "two oneof members": (_attr_doc({"intValue": 1, "stringValue": "a"}), "value.stringValue is a second value"),
-    "two spellings of one oneof member": (_attr_doc({"intValue": 1, "int_value": 2}), "int_value is a second value"),
-    "bad base64": (_attr_doc({"bytesValue": "a"}), "bytesValue is not base64"),
-    "extension name": (_span_doc({"[foo.bar]": 1}), "spans[0].[foo.bar] names an extension"),
-    "null in an array": (_span_doc({"attributes": [None]}), "attributes[0] is null"),
-    "array of field names for a message": (_span_doc({"status": ["code"]}), "status must be an object"),
-    "number for a message": (_span_doc({"status": 5}), "status must be an object"),
-    "object for an array": (_span_doc({"events": {}}), "events must be an array"),
-    "unhashable enum": (_span_doc({"kind": [1]}), "kind must be an enum number or name"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(ACCEPTED))
-def test_accepted_as_by_parsedict(name: str) -> None:
-    body = dumps(ACCEPTED[name])
-    assert isinstance(assert_same(body), bytes)
-
-
-@pytest.mark.parametrize("name", sorted(REJECTED))
-def test_rejected_with_the_path_of_the_bad_field(name: str) -> None:
-    doc, message = REJECTED[name]
-    body = dumps(doc)
-    with pytest.raises(DecodeError) as err:
-        decode_json(body)
-    assert message in str(err.value)
-    assert assert_same(body) == "DecodeError"
-
-
-def test_values_where_parsedict_is_lenient() -> None:
-    got = decode_json(dumps(_span_doc({"kind": "SPAN_KIND_CLIENT", "startTimeUnixNano": "1e3", "status": "x"})))
-    span = got.resource_spans[0].scope_spans[0].spans[0]
-    assert (span.kind, span.start_time_unix_nano, span.HasField("status")) == (Span.SPAN_KIND_CLIENT, 1000, True)
-    got = decode_json(dumps(_span_doc({"kind": "SPAN_KIND_NOPE", "traceId": "AbCd"})))
-    span = got.resource_spans[0].scope_spans[0].spans[0]
-    assert (span.kind, span.trace_id) == (Span.SPAN_KIND_UNSPECIFIED, b"\xab\xcd")
-
-
-def _nested(levels: int, kvlist: bool) -> dict[str, Any]:
-    """A resource attribute (KeyValue at depth 4, its AnyValue at 5) nesting ``levels`` arrays or kvlists."""
-    v: dict[str, Any] = {"intValue": 1}
-    for _ in range(levels):
-        v = {"kvlistValue": {"values": [{"key": "k", "value": v}]}} if kvlist else {"arrayValue": {"values": [v]}}
-    return {"resourceSpans": [{"resource": {"attributes": [{"key": "k", "value": v}]}}]}
-
-
-@pytest.mark.parametrize("kvlist", [False, True])
-def test_the_depth_limit_is_parsedicts(kvlist: bool) -> None:
-    # AnyValue at depth 5; each array adds 2 (ArrayValue, AnyValue), each kvlist 3 (KeyValueList, KeyValue, AnyValue)
-    step = 3 if kvlist else 2
-    deepest = (MAX_DEPTH - 5) // step
-    assert isinstance(assert_same(dumps(_nested(deepest, kvlist))), bytes)
-    with pytest.raises(DecodeError, match="more than 100 deep"):
-        decode_json(dumps(_nested(deepest + 1, kvlist)))
-    assert assert_same(dumps(_nested(deepest + 1, kvlist))) == "DecodeError"
-    # the same bound when the innermost value is a string standing for an (empty) message
-    leaf = _nested(deepest, kvlist)
-    assert_same(json.dumps(leaf).replace('{"intValue": 1}', '"x"').encode())
-
-
-@pytest.mark.parametrize(
-    "body",
-    [b"", b"[", b"{not json", b"[]", b"null", b"5", b'"x"', b"\xff\xfe", b'{"resourceSpans": "\xff"}', b"{" * 5000]
-    + [b'{"resourceSpans": [{"resource": {"droppedAttributesCount": ' + b"9" * 5000 + b"}}]}"],
-)
-def test_malformed_bodies_raise_decode_error(body: bytes) -> None:
-    with pytest.raises(DecodeError):
-        decode_json(body)
-
-
-@settings(max_examples=300, deadline=None)
-@given(body=st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
-@example(body=b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"kind": Infinity}]}]}]}')
-def test_random_bytes_only_ever_raise_decode_error(body: bytes) -> None:
-    assert_same(body)
-
-
-def test_every_field_of_the_schema_round_trips() -> None:
-    """A request with every field of every message set (so a field the converter missed, after an
-    opentelemetry-proto upgrade, fails here), through the OTLP/JSON mapping and back."""
-    req = ExportTraceServiceRequest()
-    rs = req.resource_spans.add(schema_url="s")
-    rs.resource.dropped_attributes_count = 1
-    rs.resource.attributes.append(key_value("a", [1, 2.5, True, "x"]))
-    rs.resource.entity_refs.add(schema_url="e", type="t", id_keys=["i"], description_keys=["d"])
-    ss = rs.scope_spans.add(schema_url="s2")
-    ss.scope.name, ss.scope.version, ss.scope.dropped_attributes_count = "n", "v", 2
-    ss.scope.attributes.add(key="b", key_strindex=3).value.kvlist_value.values.add(key="c").value.bytes_value = b"\0"
-    ss.scope.attributes.add(key="s").value.string_value_strindex = 4
-    span = ss.spans.add(trace_id=b"\1" * 16, span_id=b"\2" * 8, parent_span_id=b"\3" * 8, trace_state="ts", flags=257)
-    span.name, span.kind, span.start_time_unix_nano, span.end_time_unix_nano = "n", 3, 2**64 - 1, 1
-    span.dropped_attributes_count, span.dropped_events_count, span.dropped_links_count = 1, 2, 3
-    span.attributes.append(key_value("neg", -5))
-    span.events.add(time_unix_nano=5, name="e", dropped_attributes_count=1).attributes.append(key_value("x", 1.5))
-    link = span.links.add(trace_id=b"\4" * 16, span_id=b"\5" * 8, trace_state="l", dropped_attributes_count=2, flags=1)
-    link.attributes.append(key_value("l", "v"))
-    span.status.message, span.status.code = "m", 2
-    every: set[str] = set()
-
-    def walk(d: Descriptor) -> None:
-        for f in d.fields:
-            if f.full_name not in every:
-                every.add(f.full_name)
-                if f.message_type is not None:
-                    walk(f.message_type)
-
-    walk(REQUEST)
-    set_fields: set[str] = set()
-
-    def seen(m: Any) -> None:
-        for f, v in m.ListFields():
-            set_fields.add(f.full_name)
-            for sub in v if f.is_repeated else [v]:
-                if f.message_type is not None:
-                    seen(sub)
-
-    seen(req)
-    assert set_fields == every, sorted(every - set_fields)
-    body = json.dumps(encode_json(req)).encode()
-    assert decode_json(body) == req
-    assert_same(body)
