@@ -3,14 +3,18 @@ and their raw spans, written through the real prepare_batch and the store's sing
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from taskcost.normalize import LLMCallRecord, NormalizedBatch, SpanRecord, ToolCallRecord
-from taskcost.pricing import Pricer
+from taskcost.pricing import Pricer, PricingConfig, PricingSource, install_pricing
 from taskcost.store import DuckDBStore, prepare_batch
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -125,3 +129,22 @@ def ingest(
 def costs(store: DuckDBStore) -> dict[str, Decimal | None]:
     """span id -> cost_usd, from the public view."""
     return {r[0]: r[1] for r in store.query("SELECT span_id, cost_usd FROM llm_calls ORDER BY span_id").rows}
+
+
+@contextlib.contextmanager
+def followed_book(path: Path, text: str) -> Iterator[PricingSource]:
+    """A price book file and the process pricer that follows it, installed as a server installs it."""
+    path.write_text(text)
+    source = PricingSource(PricingConfig(prices_dir=path.parent / "prices", book_file=path), check_interval_s=0)
+    install_pricing(source)
+    try:
+        yield source
+    finally:
+        install_pricing(None)
+
+
+def edit_book(path: Path, text: str) -> None:
+    """Rewrite the book with a distinct mtime (even on coarse file systems), so its pricer rebuilds."""
+    path.write_text(text)
+    later = time.time() + 5
+    os.utime(path, (later, later))

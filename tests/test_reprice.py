@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from taskcost.analytics import cost_coverage, task_summary
-from taskcost.pricing import PricingConfig, PricingSource, install_pricing
+from taskcost.pricing import PricingSource
 from taskcost.store import DuckDBStore
-from tests.test_pricing_support import call, costs, ingest, ns, tool
+from tests.test_pricing_support import call, costs, edit_book, followed_book, ingest, ns, tool
 
 M = Decimal(1_000_000)
 NOV20 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
@@ -31,19 +31,8 @@ V2 = V1.replace("v1", "v2") + '\n[[discounts]]\nprovider = "openai"\npercent = "
 def book(tmp_path: Path) -> Iterator[tuple[Path, PricingSource]]:
     """A price book file and the process pricer that follows it, as a server has."""
     path = tmp_path / "book.toml"
-    path.write_text(V1)
-    source = PricingSource(PricingConfig(prices_dir=tmp_path / "prices", book_file=path), check_interval_s=0)
-    install_pricing(source)
-    yield path, source
-    install_pricing(None)
-
-
-def _edit(path: Path, text: str) -> None:
-    path.write_text(text)
-    later = time.time() + 5  # a distinct mtime even on coarse file systems
-    import os
-
-    os.utime(path, (later, later))
+    with followed_book(path, V1) as source:
+        yield path, source
 
 
 def test_a_discount_changes_later_calls_only_and_reprice_updates_history(
@@ -55,7 +44,7 @@ def test_a_discount_changes_later_calls_only_and_reprice_updates_history(
     total_before = task_summary(store).total_cost_usd
     assert total_before == 2 * LIST
 
-    _edit(path, V2)  # 20% off OpenAI from 2026-12-01
+    edit_book(path, V2)  # 20% off OpenAI from 2026-12-01
     ingest(store, [call("dec3", DEC3, **GPT4O)])
     assert costs(store) == {"nov": LIST, "dec2": LIST, "dec3": LIST * Decimal("0.8")}  # new calls at once
 
@@ -81,7 +70,7 @@ def test_a_discount_changes_later_calls_only_and_reprice_updates_history(
 def test_dry_run_and_time_range(store: DuckDBStore, book: tuple[Path, PricingSource]) -> None:
     path, source = book
     ingest(store, [call("dec2", DEC2, **GPT4O), call("dec3", DEC3, **GPT4O)])
-    _edit(path, V2)
+    edit_book(path, V2)
     dry = store.reprice(source.current(), dry_run=True)
     assert dry.changed == 2 and dry.after_usd == 2 * LIST * Decimal("0.8")
     assert costs(store) == {"dec2": LIST, "dec3": LIST}  # nothing changed
@@ -101,7 +90,7 @@ def test_a_custom_model_prices_what_was_missing(store: DuckDBStore, book: tuple[
     assert (cov.calls, cov.priced_calls, cov.unpriced_input_tokens) == (2, 1, 10_000)
     assert "1 of 2 call attempts priced (50.0%)" in cov.sentence()
     assert cov.cost_usd == (1000 * Decimal("2.5") + 100 * 10) / M  # the unknown model is excluded, not $0
-    _edit(
+    edit_book(
         path,
         V1
         + '\n[[models]]\nmodel = "ft:gpt-4o-mini:acme:*"\ninput_mtok = "0.30"\noutput_mtok = "1.20"\n'
@@ -130,7 +119,7 @@ def test_ingest_goes_on_during_a_reprice_and_late_rows_are_caught_up(
     late = prepare_batch(
         NormalizedBatch(spans=[s for _, s in pairs], llm_calls=[c for c, _ in pairs]), time.time_ns(), pricer=old
     )
-    _edit(path, V2)
+    edit_book(path, V2)
     new = source.current()
     committed: list[float] = []
 

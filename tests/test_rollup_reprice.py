@@ -3,8 +3,6 @@ re-price's own transaction (``tasks`` merges it), and the writer folds them in; 
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -12,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from taskcost.analytics import task_summary
-from taskcost.pricing import PricingConfig, PricingSource, install_pricing
+from taskcost.pricing import PricingSource
 from taskcost.store import DuckDBStore
+from tests.test_pricing_support import edit_book, followed_book
 from tests.test_rollup import assert_exact, batch, llm, task_row, tool_row
 
 V1 = 'version = "v1"\n'
@@ -27,18 +26,10 @@ V2 = (
 
 @pytest.fixture
 def book(tmp_path: Path) -> Iterator[tuple[Path, PricingSource]]:
+    """A price book file and the process pricer that follows it, as a server has."""
     path = tmp_path / "book.toml"
-    path.write_text(V1)
-    source = PricingSource(PricingConfig(prices_dir=tmp_path / "prices", book_file=path), check_interval_s=0)
-    install_pricing(source)
-    yield path, source
-    install_pricing(None)
-
-
-def _edit(path: Path, text: str) -> None:
-    path.write_text(text)
-    later = time.time() + 5
-    os.utime(path, (later, later))
+    with followed_book(path, V1) as source:
+        yield path, source
 
 
 def _history(store: DuckDBStore) -> None:
@@ -66,7 +57,7 @@ def test_reprice_keeps_tasks_exact_and_the_writer_folds_the_adjustments(
     path, source = book
     _history(store)
     before = assert_exact(store)
-    _edit(path, V2)
+    edit_book(path, V2)
     report = store.reprice(source.current())
     assert report.changed == 5 and report.newly_priced == 2 and report.tools_changed == 1
     after = assert_exact(store)
@@ -89,7 +80,7 @@ def test_tasks_merge_the_adjustments_until_the_writer_folds_them(
     path, source = book
     with DuckDBStore.open(tmp_path / "f.duckdb", fold_rows=10**9) as store:
         _history(store)
-        _edit(path, V2)
+        edit_book(path, V2)
         _reprice.reprice(store._con, source.current())  # the re-price alone, no fold by the writer afterwards
         adjustments = "SELECT count(*) FROM task_rollup_delta WHERE attempts = 0 AND tool_calls = 0"
         assert store.admin_query(adjustments).rows != [(0,)]
@@ -105,7 +96,7 @@ def test_a_dry_run_changes_no_roll_up(store: DuckDBStore, book: tuple[Path, Pric
     before = assert_exact(store)
     delta = "SELECT * FROM task_rollup_delta ORDER BY ALL"
     delta_before = store.admin_query(delta).rows
-    _edit(path, V2)
+    edit_book(path, V2)
     assert store.reprice(source.current(), dry_run=True).changed == 5
     assert assert_exact(store) == before
     assert store.admin_query(delta).rows == delta_before
@@ -120,7 +111,7 @@ def test_ingest_into_the_tasks_being_repriced_goes_on_and_stays_exact(
     late = batch(
         [llm("l1", task="t1", call_id="c1", attempt=3), tool_row("w3", task="t2"), task_row("r2", task="t2")], 5
     )
-    _edit(path, V2)
+    edit_book(path, V2)
     committed: list[int] = []
 
     def progress(phase: str, done: int, total: int) -> None:
