@@ -22,7 +22,6 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
 
 import pyarrow as pa
 
@@ -144,12 +143,6 @@ class DecodePool:
             raise DecodersUnavailable("the decode worker holding this request died; nothing of it was kept") from None
         tables = {name: pa.ipc.open_stream(buf).read_all() for name, buf in tables_ipc.items()}
         return Ingested(PreparedBatch(columns={}, span_count=spans, tables=tables), rejected, messages)
-
-    def pids(self) -> list[int]:
-        """The workers' process ids (for tests and the benchmark's memory figure)."""
-        pool = self._pool
-        processes: dict[int, Any] = getattr(pool, "_processes", None) or {}
-        return [p.pid for p in processes.values() if p.pid is not None]
 
     def close(self) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ acknowledged span survives a crash; a re-sent batch is recognised by its span id
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import zlib
 
@@ -78,18 +79,16 @@ def _response(ctype: str, ingested: Ingested) -> Response:
     return Response(body, media_type=JSON)
 
 
-def _decode(body: bytes, ctype: str, rules: NormalizeRules, project: str | None) -> Ingested:
+async def _decode(
+    decoders: DecodePool | None, body: bytes, ctype: str, rules: NormalizeRules, project: str | None
+) -> Ingested:
+    """Decode, normalise and price in a worker process, else on this process's decode thread."""
+    protobuf = ctype == PROTOBUF
     try:
-        return decode_and_prepare(body, protobuf=ctype == PROTOBUF, rules=rules, project=project)
-    except DecodeError as exc:
-        raise ApiError(400, str(exc)) from None
-    except RecursionError:
-        raise ApiError(400, "body is nested too deeply to decode") from None
-
-
-async def _decode_in_worker(decoders: DecodePool, body: bytes, ctype: str, project: str | None) -> Ingested:
-    try:
-        return await decoders.decode(body, protobuf=ctype == PROTOBUF, project=project)
+        if decoders is not None:
+            return await decoders.decode(body, protobuf=protobuf, project=project)
+        work = functools.partial(decode_and_prepare, body, protobuf=protobuf, rules=rules, project=project)
+        return await asyncio.get_running_loop().run_in_executor(decode_executor(), work)
     except DecodeError as exc:
         raise ApiError(400, str(exc)) from None
     except RecursionError:
@@ -137,12 +136,7 @@ def otlp_router(
             body = await _read_body(request, max_body_bytes)
             encoding = request.headers.get("content-encoding", "").strip().lower()
             body = _inflate(body, encoding, max_body_bytes)
-            if decoders is not None:
-                ingested = await _decode_in_worker(decoders, body, ctype, caller.project)
-            else:
-                ingested = await asyncio.get_running_loop().run_in_executor(
-                    decode_executor(), _decode, body, ctype, rules, caller.project
-                )
+            ingested = await _decode(decoders, body, ctype, rules, caller.project)
             prepared = ingested.prepared
             metrics.received.inc(prepared.span_count + ingested.rejected_spans)
             if ingested.rejected_spans:
