@@ -49,6 +49,17 @@ class Settings(BaseSettings):
     writer_max_batch_spans: int = Field(
         20_000, ge=1, description="Spans the single writer commits in one transaction at most."
     )
+    memory_limit: str = Field(
+        "128MB",
+        pattern=r"^\s*\d+(\.\d+)?\s*([KMGT]i?B)?\s*$",
+        description="DuckDB's memory limit in the server: its cache of the database and query working memory "
+        "(larger queries spill to disk).",
+    )
+    spool: bool = Field(
+        True,
+        description="Acknowledge intake once it is fsynced to the spool beside the database (<db>.spool/) and "
+        "commit behind it in large transactions; false: acknowledge only after the DuckDB commit.",
+    )
     max_queued_spans: int = Field(
         100_000, ge=1, description="Spans waiting for the writer at most; beyond, intake answers 503 (back-pressure)."
     )

@@ -58,7 +58,11 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         store = DuckDBStore.open(
-            settings.db, max_batch_spans=settings.writer_max_batch_spans, max_queued_spans=settings.max_queued_spans
+            settings.db,
+            max_batch_spans=settings.writer_max_batch_spans,
+            max_queued_spans=settings.max_queued_spans,
+            spool=settings.spool,
+            memory_limit=settings.memory_limit,
         )
     except StoreUnavailableError as exc:
         raise fail(str(exc)) from None

@@ -1,7 +1,23 @@
-"""The collector: OTLP intake, the query API, the app factory."""
+"""The collector: OTLP intake, the query API, the app factory.
 
-from taskcost.collector._app import create_app
-from taskcost.collector._errors import error_body
-from taskcost.collector._grpc import start_grpc_server
+Its names are imported on first use: a decode worker process imports ``taskcost.collector._decoders`` without
+loading the web framework, gRPC or DuckDB."""
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from taskcost.collector._app import create_app
+    from taskcost.collector._errors import error_body
+    from taskcost.collector._grpc import start_grpc_server
 
 __all__ = ["create_app", "error_body", "start_grpc_server"]
+
+_WHERE = {"create_app": "_app", "error_body": "_errors", "start_grpc_server": "_grpc"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

@@ -1,4 +1,9 @@
-"""Storage. The only package that talks to DuckDB; everything else uses the ``Store`` interface."""
+"""Storage. The only package that talks to DuckDB; everything else uses the ``Store`` interface.
+
+``DuckDBStore`` and ``PUBLIC_RELATIONS`` load DuckDB: they are imported on first use, so that a process that only
+lays rows out (a decode worker: ``prepare_batch``) does not load it."""
+
+from typing import TYPE_CHECKING, Any
 
 from taskcost.store._base import (
     CommitInfo,
@@ -9,11 +14,13 @@ from taskcost.store._base import (
     StoreLockedError,
     StoreUnavailableError,
 )
-from taskcost.store._duckdb import DuckDBStore
 from taskcost.store._keys import KEY_KINDS, ApiKey
 from taskcost.store._migrations import MIGRATIONS
 from taskcost.store._rows import DEFAULT_PROJECT, PreparedBatch, prepare_batch
-from taskcost.store._sandbox import PUBLIC_RELATIONS
+
+if TYPE_CHECKING:
+    from taskcost.store._duckdb import DuckDBStore
+    from taskcost.store._sandbox import PUBLIC_RELATIONS
 
 VIEWS = ("llm_calls", "tool_calls", "tasks")
 """The SQL contract users query (docs/schema.md documents every one)."""
@@ -36,3 +43,15 @@ __all__ = [
     "StoreUnavailableError",
     "prepare_batch",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DuckDBStore":
+        from taskcost.store._duckdb import DuckDBStore
+
+        return DuckDBStore
+    if name == "PUBLIC_RELATIONS":
+        from taskcost.store._sandbox import PUBLIC_RELATIONS
+
+        return PUBLIC_RELATIONS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,8 +8,10 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import duckdb
+if TYPE_CHECKING:
+    import duckdb
 
 __all__ = ["KEY_KINDS", "ApiKey", "create_key", "hash_secret", "list_keys", "load_active", "revoke_key"]
 

@@ -506,6 +506,14 @@ SELECT
 FROM r;
 """
 
+# The intake-spool records committed (taskcost/store/_spool.py): each commit appends its highest seq in the same
+# transaction as the rows, so a restart replays exactly the records after max(seq). Appended, not updated: DuckDB
+# skips its automatic checkpoint after a transaction that updated or deleted rows, and the data of commits not
+# checkpointed stays in memory.
+_SPOOL = """
+CREATE TABLE spool_commits (seq BIGINT NOT NULL);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_raw_spans", _RAW_SPANS),
     Migration("0002_typed_call_tool_task_rows", _TYPED),
@@ -513,6 +521,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0004_span_keys_and_api_keys", _KEYS),
     Migration("0005_cost_provenance_and_cluster_costs", _PRICING),
     Migration("0006_write_time_dedupe_and_task_rollup", _ROLLUPS),
+    Migration("0007_intake_spool_commits", _SPOOL),
 )
 
 _LEDGER = """

@@ -1,0 +1,170 @@
+"""The intake spool (``spool=True``): a batch is acknowledged once fsynced to ``<db>.spool/``, committed behind it;
+reads see what was acknowledged before them; a crash replays exactly what the database does not hold; a record cut
+short is dropped, a damaged one kept aside, one the writer cannot commit set aside; nothing acknowledged is lost."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from bench.traffic import requests
+from taskcost.normalize import normalize_request
+from taskcost.store import DuckDBStore, PreparedBatch, prepare_batch
+from taskcost.store._spool import Spool, encode_payload, spool_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _batches(spans: int, seed: int) -> list[PreparedBatch]:
+    return [prepare_batch(normalize_request(r), 1) for r in requests(spans, seed=seed)]
+
+
+def _count(store: DuckDBStore, view: str = "spans") -> int:
+    return int(store.admin_query(f"SELECT count(*) FROM {view}").rows[0][0])
+
+
+def test_acknowledged_batches_are_read_back_and_the_spool_is_gone_after_close(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    batches = _batches(3_000, seed=1)
+    sent = sum(b.span_count for b in batches)
+    with DuckDBStore.open(db, spool=True) as store:
+        acks = [store.submit(b).result(30) for b in batches]
+        assert sum(a.spans for a in acks) == sent
+        assert list(spool_dir(db).glob("*.spool")), "acknowledged from the spool, not from a commit"
+        # a read right after the acknowledgements sees every span (it waits for the commit)
+        assert store.query("SELECT count(*) FROM llm_calls").rows[0][0] > 0
+        assert _count(store) == sent
+        assert store.admin_query("SELECT max(seq) FROM spool_commits").rows[0][0] == len(batches)
+    assert not spool_dir(db).exists()
+    with DuckDBStore.open(db, read_only=True) as store:
+        assert _count(store) == sent
+
+
+def test_same_rows_as_acknowledging_after_the_commit(tmp_path: Path) -> None:
+    batches = _batches(2_000, seed=2)
+    answers = []
+    for spool in (False, True):
+        with DuckDBStore.open(tmp_path / f"{spool}.duckdb", spool=spool) as store:
+            for f in [store.submit(b) for b in batches]:
+                f.result(30)
+            answers.append(
+                [
+                    store.query(f"SELECT * FROM {v} ORDER BY ALL", max_rows=100_000).rows
+                    for v in ("llm_calls", "tool_calls", "tasks")
+                ]
+            )
+    assert answers[0] == answers[1]
+    assert all(answers[0])
+
+
+_CRASH = """
+import os, sys
+import taskcost.store._duckdb as d
+from bench.traffic import requests
+from taskcost.normalize import normalize_request
+from taskcost.store import DuckDBStore, prepare_batch
+d._SPOOL_LINGER_S = 60.0  # the writer waits for more: nothing is committed before the crash
+store = DuckDBStore.open(sys.argv[1], spool=True, max_batch_spans=10**9)
+futures = [store.submit(prepare_batch(normalize_request(r), 1)) for r in requests(4_000, seed=5)]
+print(sum(f.result(30).spans for f in futures), flush=True)
+os._exit(9)  # no close: as after kill -9
+"""
+
+
+@pytest.mark.parametrize("spool_after", [True, False])
+def test_a_crash_after_acknowledgement_is_replayed_at_the_next_open(tmp_path: Path, spool_after: bool) -> None:
+    db = tmp_path / "c.duckdb"
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_CRASH), str(db)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 9, out.stderr
+    acknowledged = int(out.stdout.strip())
+    assert acknowledged > 3_000
+    assert list(spool_dir(db).glob("*.spool"))
+    # opened without the spool too, the store replays what a previous run left before it takes anything new
+    with DuckDBStore.open(db, spool=spool_after) as store:
+        assert _count(store) == acknowledged
+        assert store.admin_query("SELECT count(*) - count(DISTINCT (trace_id, span_id)) FROM spans").rows[0][0] == 0
+    assert not spool_dir(db).exists()
+    with DuckDBStore.open(db, spool=True) as store:  # and nothing is replayed twice
+        assert _count(store) == acknowledged
+
+
+def _spool_two_records(tmp_path: Path) -> tuple[Path, Path, int]:
+    """A database that committed nothing, and a spool with two records (as a crash would leave it)."""
+    db = tmp_path / "r.duckdb"
+    with DuckDBStore.open(db) as store:
+        schemas = store.arrow_schemas
+    spool = Spool(spool_dir(db))
+    list(spool.recover(0))
+    first, second = _batches(600, seed=4)[:2]
+    tables = [
+        {t: pa.Table.from_pydict(cols, schema=schemas[t]) for t, cols in b.columns.items() if cols["received_ns"]}
+        for b in (first, second)
+    ]
+    spool.append([encode_payload(tables[0])])
+    spool.append([encode_payload(tables[1])])
+    spool.close_file()
+    (segment,) = spool_dir(db).glob("*.spool")
+    return db, segment, first.span_count
+
+
+def test_a_record_cut_short_is_dropped_and_those_before_it_replayed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db, segment, first_spans = _spool_two_records(tmp_path)
+    data = segment.read_bytes()
+    segment.write_bytes(data[: len(data) - 100])  # the second record's fsync never returned
+    with caplog.at_level(logging.WARNING, "taskcost.store"), DuckDBStore.open(db, spool=True) as store:
+        assert _count(store) == first_spans
+    assert "incomplete, unacknowledged record" in caplog.text
+    assert not spool_dir(db).exists()
+
+
+def test_a_damaged_record_is_kept_aside_not_dropped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    db, segment, first_spans = _spool_two_records(tmp_path)
+    data = bytearray(segment.read_bytes())
+    data[-50] ^= 0xFF  # a flipped bit inside the second record's payload
+    segment.write_bytes(bytes(data))
+    with caplog.at_level(logging.ERROR, "taskcost.store"), DuckDBStore.open(db, spool=True) as store:
+        assert _count(store) == first_spans
+    (aside,) = spool_dir(db).glob("*.damaged")
+    assert aside.stat().st_size > 50 and "damaged record" in caplog.text
+
+
+def test_a_record_the_writer_cannot_commit_is_set_aside_and_the_writer_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "f.duckdb"
+    good = _batches(1_000, seed=6)
+    with caplog.at_level(logging.ERROR, "taskcost.store"), DuckDBStore.open(db, spool=True) as store:
+        spans = store.arrow_schemas["spans"]
+        # typed as the table is, but NULL where DuckDB holds NOT NULL: only the commit can refuse it
+        first = _batches(300, seed=7)[0].columns["spans"]
+        bad_cols = {**first, "trace_id": [None] * len(first["trace_id"])}
+        bad = PreparedBatch(
+            columns={}, span_count=len(bad_cols["trace_id"]), tables={"spans": pa.Table.from_pydict(bad_cols, spans)}
+        )
+        ack = store.submit(bad).result(30)  # acknowledged: the spool holds it
+        assert ack.spans == bad.span_count
+        for f in [store.submit(b) for b in good]:
+            f.result(30)
+        assert _count(store) == sum(b.span_count for b in good)
+        assert store.failed_batches == 1
+    (kept,) = spool_dir(db).glob("*.rejected")
+    records = list(Spool(kept.parent)._read(kept))
+    assert records[0].tables["spans"].num_rows == bad.span_count
+    assert "not committable" in caplog.text
