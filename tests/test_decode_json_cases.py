@@ -85,6 +85,7 @@ REJECTED = {
     "number for a message": (span_doc({"status": 5}), "status must be an object"),
     "object for an array": (span_doc({"events": {}}), "events must be an array"),
     "unhashable enum": (span_doc({"kind": [1]}), "kind must be an enum number or name"),
+    "enum name with an unpaired surrogate": (span_doc({"kind": "\ud800"}), "kind is not a valid enum name"),
 }
 
 

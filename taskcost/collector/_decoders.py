@@ -3,8 +3,9 @@
 Decoding, normalising and pricing a request is pure Python: in the serving process it holds the GIL, and the store's
 writer thread, which needs the GIL between its DuckDB calls (and while DuckDB scans the Arrow tables it is given),
 waits behind it, so every acknowledgement waits too. With ``decode_workers`` > 0 that work runs in child processes
-instead: a worker turns the body into the same Arrow tables the writer would build, sends them back in Arrow's IPC
-format (one copy, no per-value pickling), and the serving process only answers HTTP and commits.
+instead: a worker turns the body into the same Arrow tables the writer would build, sends them back as Arrow IPC
+record batch messages (one copy, no per-value pickling; no schema: both sides have the store's), and the serving
+process only answers HTTP and commits.
 
 A worker that dies (killed, out of memory) fails only the requests it held; they are answered 503 with nothing
 kept, and the next request starts a new pool.
@@ -67,11 +68,13 @@ def _init(settings: Settings, schemas: dict[str, pa.Schema], parent: int) -> Non
     gc.set_threshold(20_000, 20, 20)
 
 
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue())
+def _ipc(columns: dict[str, list[object]], schema: pa.Schema) -> bytes:
+    """One table's columns as an IPC record batch message, without the schema (``_table`` reads it back)."""
+    return pa.RecordBatch.from_pydict(columns, schema=schema).serialize().to_pybytes()
+
+
+def _table(message: bytes, schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_batches([pa.ipc.read_record_batch(pa.py_buffer(message), schema)], schema=schema)
 
 
 def _work(body: bytes, protobuf: bool, project: str | None) -> tuple[dict[str, bytes], int, int, list[str]]:
@@ -79,9 +82,7 @@ def _work(body: bytes, protobuf: bool, project: str | None) -> tuple[dict[str, b
     rules, schemas = _worker
     ingested = decode_and_prepare(body, protobuf=protobuf, rules=rules, project=project)
     tables = {
-        name: _ipc(pa.Table.from_pydict(cols, schema=schemas[name]))
-        for name, cols in ingested.prepared.columns.items()
-        if cols["received_ns"]
+        name: _ipc(cols, schemas[name]) for name, cols in ingested.prepared.columns.items() if cols["received_ns"]
     }
     return tables, ingested.prepared.span_count, ingested.rejected_spans, ingested.messages
 
@@ -96,7 +97,8 @@ class DecodePool:
     which a fork would copy mid-flight). Started on first use, or by ``start()``."""
 
     def __init__(self, settings: Settings, schemas: Mapping[str, pa.Schema], workers: int) -> None:
-        self._initargs = (settings, dict(schemas), os.getpid())
+        self._schemas = dict(schemas)
+        self._initargs = (settings, self._schemas, os.getpid())
         self.workers = workers
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
@@ -141,7 +143,7 @@ class DecodePool:
             log.error("a decode worker died; starting new ones for the next requests")
             self._discard(pool)
             raise DecodersUnavailable("the decode worker holding this request died; nothing of it was kept") from None
-        tables = {name: pa.ipc.open_stream(buf).read_all() for name, buf in tables_ipc.items()}
+        tables = {name: _table(message, self._schemas[name]) for name, message in tables_ipc.items()}
         return Ingested(PreparedBatch(columns={}, span_count=spans, tables=tables), rejected, messages)
 
     def close(self) -> None:

@@ -31,19 +31,24 @@ def any_value(v: AnyValue) -> Any:
 
 
 def attributes_dict(kvs: Any) -> dict[str, Any]:
-    # the hot loop of ingest: scalar values read inline (one function call less per attribute)
+    # the hot loop of ingest: scalar values read inline (one function call less per attribute); a non-empty
+    # string_value is the member set (values are a oneof), which saves asking which member is set for most values
     out: dict[str, Any] = {}
     for kv in kvs:
         v = kv.value
+        text = v.string_value
+        if text:
+            out[kv.key] = text
+            continue
         which = v.WhichOneof("value")
-        if which == "string_value":
-            out[kv.key] = v.string_value
-        elif which == "int_value":
+        if which == "int_value":
             out[kv.key] = v.int_value
         elif which == "double_value":
             out[kv.key] = v.double_value
         elif which == "bool_value":
             out[kv.key] = v.bool_value
+        elif which == "string_value":
+            out[kv.key] = text
         else:
             out[kv.key] = any_value(v)
     return out
@@ -96,18 +101,22 @@ class Attrs:
         get = self.get
         for key in keys:
             value = get(key)
-            if value is None or value == "":
-                continue
             if type(value) is str:
-                return value
-            if not isinstance(value, (list, dict)):
+                if value:  # an empty string counts as absent
+                    return value
+            elif value is not None and not isinstance(value, (list, dict)):
                 return str(value)
         return None
 
     def integer(self, *keys: str, limit: int = MAX_TOKENS) -> int | None:
         """The first key with a whole number in [0, limit]; out-of-range values are skipped with a warning."""
+        get = self.get
         for key in keys:
-            value = to_int(self.get(key))
+            value = get(key)
+            if value is None:
+                continue
+            if type(value) is not int:  # an int (not a bool) as it is; anything else through to_int
+                value = to_int(value)
             if value is not None:
                 if 0 <= value <= limit:
                     return value

@@ -497,6 +497,8 @@ def _to_enum(v: Any, f: _Field) -> int | None:
         raise JsonShapeError(f"must be an enum number or name, got {_type(v)}") from None
     if number is not None:
         return number
+    if type(v) is str and not v.isascii() and _SURROGATE.search(v):  # ParseDict's name lookup fails on these
+        raise JsonShapeError("is not a valid enum name (an unpaired surrogate)")
     try:
         return int(v)
     except ValueError:

@@ -7,7 +7,7 @@ response are folded into one call (_fold).
 
 from __future__ import annotations
 
-import json
+import _json
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,20 @@ _MAX_STATUS = 2  # StatusCode: UNSET, OK, ERROR
 _MAX_ATTEMPT = 1_000_000
 
 _ERROR = Status.STATUS_CODE_ERROR
-_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode  # built once, not per span
+
+
+def _not_json(o: Any) -> Any:
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+
+# json.dumps(o, separators=(",", ":"), sort_keys=True) with the C encoder made once, not per span (and no circular
+# reference check: attribute values decoded from a request are trees)
+_ENCODER = _json.make_encoder(None, _not_json, _json.encode_basestring_ascii, None, ":", ",", True, False, True)
+
+
+def _json_text(o: Any) -> str:
+    return "".join(_ENCODER(o, 0))
+
 
 # Context a call reads from one name each, usually set on the resource (the process), not on the span: read once per
 # resource and shared by its spans, unless a span sets one of these names itself.
@@ -103,6 +116,9 @@ class _Parsed:
     trace_id: str
     span_id: str
     parent_id: str | None
+    start_ns: int
+    end_ns: int
+    failed: bool  # the span's status is ERROR
     scope_name: str
     attrs: Attrs
     service: str | None
@@ -125,24 +141,16 @@ def normalize_request(req: ExportTraceServiceRequest, rules: NormalizeRules = DE
     parsed: list[_Parsed] = []
     for rs in req.resource_spans:
         resource = attributes_dict(rs.resource.attributes)
-        resource_json = _JSON(resource)
+        resource_json = _json_text(resource)
         service = resource.get(N.SERVICE_NAME)
         service = None if service is None else str(service)
         shared = _Context.read(Attrs({}, resource, out.warn))
         for ss in rs.scope_spans:
+            scope = (ss.scope.name, ss.scope.version)
             for span in ss.spans:
-                if len(span.trace_id) != 16 or len(span.span_id) != 8 or not any(span.trace_id):
-                    out.reject(f"span {span.name!r}: trace_id must be 16 bytes and span_id 8 bytes")
-                    continue
-                if span.parent_span_id and len(span.parent_span_id) != 8:
-                    out.reject(f"span {span.name!r}: parent_span_id must be 8 bytes")
-                    continue
-                if not (0 < span.start_time_unix_nano < _MAX_NS and 0 < span.end_time_unix_nano < _MAX_NS):
-                    out.reject(f"span {span.name!r}: start and end time must be set, in nanoseconds since 1970")
-                    continue
-                parsed.append(
-                    _parse(out, rules, span, ss.scope.name, ss.scope.version, resource, resource_json, service, shared)
-                )
+                p = _parse(out, rules, span, scope, resource, resource_json, service, shared)
+                if p is not None:
+                    parsed.append(p)
     _build(out, rules, parsed)
     return out
 
@@ -151,39 +159,56 @@ def _parse(
     out: NormalizedBatch,
     rules: NormalizeRules,
     span: Span,
-    scope_name: str,
-    scope_version: str,
+    scope: tuple[str, str],
     resource: dict[str, Any],
     resource_json: str,
     service: str | None,
     shared: _Context,
-) -> _Parsed:
+) -> _Parsed | None:
+    """The span's record (into ``out``) and what building its call, tool call or task needs; None (and a rejection)
+    for a span no record can be made of. Each field of the message is read once (each read costs a lookup)."""
+    raw_trace, raw_span, raw_parent = span.trace_id, span.span_id, span.parent_span_id
+    if len(raw_trace) != 16 or len(raw_span) != 8 or not any(raw_trace):
+        out.reject(f"span {span.name!r}: trace_id must be 16 bytes and span_id 8 bytes")
+        return None
+    if raw_parent and len(raw_parent) != 8:
+        out.reject(f"span {span.name!r}: parent_span_id must be 8 bytes")
+        return None
+    start_ns, end_ns = span.start_time_unix_nano, span.end_time_unix_nano
+    if not (0 < start_ns < _MAX_NS and 0 < end_ns < _MAX_NS):
+        out.reject(f"span {span.name!r}: start and end time must be set, in nanoseconds since 1970")
+        return None
     span_attrs = attributes_dict(span.attributes)
-    trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
-    parent_id = span.parent_span_id.hex() or None
+    trace_id, span_id = raw_trace.hex(), raw_span.hex()
+    parent_id = raw_parent.hex() or None
     events = None
-    if span.events:
+    span_events = span.events
+    if span_events:
         events = [
             {"name": e.name, "time_ns": e.time_unix_nano, "attributes": attributes_dict(e.attributes)}
-            for e in span.events
+            for e in span_events
         ]
+    status = span.status
+    status_code = status.code
+    kind = span.kind
+    scope_name, scope_version = scope
     out.spans.append(
         SpanRecord(
             trace_id=trace_id,
             span_id=span_id,
             parent_span_id=parent_id,
             name=span.name,
-            kind=int(span.kind) if 0 <= span.kind <= _MAX_KIND else 0,  # unknown enum values: unspecified
-            start_ns=span.start_time_unix_nano,
-            end_ns=span.end_time_unix_nano,
-            status_code=int(span.status.code) if 0 <= span.status.code <= _MAX_STATUS else 0,
-            status_message=span.status.message,
+            kind=int(kind) if 0 <= kind <= _MAX_KIND else 0,  # unknown enum values: unspecified
+            start_ns=start_ns,
+            end_ns=end_ns,
+            status_code=int(status_code) if 0 <= status_code <= _MAX_STATUS else 0,
+            status_message=status.message,
             service_name=service,
             scope_name=scope_name,
             scope_version=scope_version,
-            attributes=_JSON(span_attrs),
+            attributes=_json_text(span_attrs),
             resource_attributes=resource_json,
-            events=_JSON(events) if events else "[]",
+            events=_json_text(events) if events else "[]",
         )
     )
     a = Attrs(span_attrs, resource, out.warn)
@@ -193,6 +218,9 @@ def _parse(
         trace_id=trace_id,
         span_id=span_id,
         parent_id=parent_id,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        failed=status_code == _ERROR,
         scope_name=scope_name,
         attrs=a,
         service=service,
@@ -217,10 +245,11 @@ class _TaskIds:
         for _ in range(_MAX_DEPTH):
             if cur is None:
                 break
-            if cur.key in self.memo:
-                found = self.memo[cur.key]
+            key = cur.key
+            if key in self.memo:
+                found = self.memo[key]
                 break
-            path.append(cur.key)
+            path.append(key)
             if cur.own_task_id is not None:
                 found = cur.own_task_id
                 break
@@ -232,7 +261,7 @@ class _TaskIds:
 
 def _status(p: _Parsed) -> tuple[str, str | None]:
     a, span = p.attrs, p.span
-    status = "error" if span.status.code == _ERROR else "ok"
+    status = "error" if p.failed else "ok"
     error_type = a.text(*C.ERROR_TYPE) if status == "error" or N.ERROR_TYPE in a.span else None
     if error_type is None and status == "error":
         error_type = X.error_type_from_events(span)
@@ -279,15 +308,8 @@ def _build(out: NormalizedBatch, rules: NormalizeRules, parsed: list[_Parsed]) -
         task_id = rule_id or f"trace:{p.trace_id}"
         status, error_type = _status(p)
         if p.role == "llm":
-            record = _llm_call(p, task_id, status, error_type)
+            record, usage = _llm_call(p, task_id, status, error_type)
             sdk = N.CALL_ID in p.attrs.span or N.TASK_ID in p.attrs.span
-            usage = X.Usage(
-                record.input_tokens,
-                record.output_tokens,
-                record.cache_read_tokens,
-                record.cache_write_tokens,
-                record.reasoning_tokens,
-            )
             candidates.append(Candidate(record, p.parent_id, p.scope_name, usage, sdk, rule_id is not None))
         elif p.role == "tool":
             out.tool_calls.append(_tool_call(p, task_id, status, error_type))
@@ -306,8 +328,8 @@ def _tool_call(p: _Parsed, task_id: str, status: str, error_type: str | None) ->
         span_id=p.span_id,
         task_id=task_id,
         tool_name=X.tool_name(p.attrs),
-        start_ns=p.span.start_time_unix_nano,
-        end_ns=p.span.end_time_unix_nano,
+        start_ns=p.start_ns,
+        end_ns=p.end_ns,
         status=status,
         error_type=error_type,
         cost_usd=to_decimal(p.attrs.span.get(N.TOOL_COST)),
@@ -327,8 +349,8 @@ def _task(
         task_id=task_id,
         kind=kind,
         outcome=_outcome(a, rules, status),
-        start_ns=p.span.start_time_unix_nano,
-        end_ns=p.span.end_time_unix_nano,
+        start_ns=p.start_ns,
+        end_ns=p.end_ns,
         status=status,
         error_type=error_type,
         harness_version=ctx.harness_version,
@@ -339,7 +361,8 @@ def _task(
     )
 
 
-def _llm_call(p: _Parsed, task_id: str, status: str, error_type: str | None) -> LLMCallRecord:
+def _llm_call(p: _Parsed, task_id: str, status: str, error_type: str | None) -> tuple[LLMCallRecord, X.Usage]:
+    """The call's record, and its token counts (the record's) for folding."""
     a, span = p.attrs, p.span
     usage = X.usage(a)
     attempt = a.integer(N.CALL_ATTEMPT, limit=_MAX_ATTEMPT)
@@ -350,14 +373,14 @@ def _llm_call(p: _Parsed, task_id: str, status: str, error_type: str | None) -> 
         # vLLM's own server span: the model ran on our GPUs (priced per GPU-hour, not from a price list)
         engine = engine or "vllm"
         deployment = deployment or "self_hosted"
-    return LLMCallRecord(
+    record = LLMCallRecord(
         trace_id=p.trace_id,
         span_id=p.span_id,
         task_id=task_id,
         call_id=a.text(N.CALL_ID) or p.span_id,
         attempt=attempt if attempt and attempt >= 1 else 1,
-        start_ns=span.start_time_unix_nano,
-        end_ns=span.end_time_unix_nano,
+        start_ns=p.start_ns,
+        end_ns=p.end_ns,
         operation=p.op or "chat",
         provider=X.provider(a),
         request_model=a.text(*C.REQUEST_MODEL),
@@ -389,3 +412,4 @@ def _llm_call(p: _Parsed, task_id: str, status: str, error_type: str | None) -> 
         k8s_cluster_name=ctx.k8s_cluster,
         cloud_region=ctx.cloud_region,
     )
+    return record, usage

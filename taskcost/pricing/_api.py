@@ -164,55 +164,73 @@ def _rate(price: Decimal | gp.TieredPrices, total_input: int) -> Decimal:
     return price
 
 
-# A set of rates' plan, computed once per ModelPrice object: (unit, usage field, descendants, price) for each
-# priced unit, and whether the fast path may compute it. The object is kept so its id is never reused.
-_PLANS: dict[int, tuple[gp.ModelPrice, tuple[tuple[tuple[str, str, tuple[str, ...], Any], ...], bool]]] = {}
+class _Plan:
+    """How one set of rates prices usage, worked out once per ModelPrice object: ``units`` (unit, usage field,
+    descendants, price, the price's text when it is a plain rate) for each priced unit, deepest first; ``order``,
+    their indexes in display order; ``fast``, whether ``calc_with`` may compute it itself."""
+
+    __slots__ = ("fast", "model_price", "order", "units")
+
+    def __init__(self, model_price: gp.ModelPrice) -> None:
+        self.model_price = model_price  # kept so that its id is never reused while the plan is cached
+        self.units = tuple(
+            (name, fld, descendants, price, str(price) if isinstance(price, Decimal) else None)
+            for name, key, fld, descendants in _UNITS
+            if (price := getattr(model_price, key, None)) is not None
+        )
+        names = [u[0] for u in self.units]
+        self.order = tuple(names.index(name) for name in _ORDER if name in names)
+        self.fast = _fast(model_price)
+
+
+_PLANS: dict[int, _Plan] = {}
 _MAX_PLANS = 4096
 
 
-def _plan(model_price: gp.ModelPrice) -> tuple[tuple[tuple[str, str, tuple[str, ...], Any], ...], bool]:
-    hit = _PLANS.get(id(model_price))
-    if hit is not None and hit[0] is model_price:
-        return hit[1]
-    units = tuple(
-        (name, fld, descendants, price)
-        for name, key, fld, descendants in _UNITS
-        if (price := getattr(model_price, key, None)) is not None
-    )
-    plan = (units, _fast(model_price))
+def _plan(model_price: gp.ModelPrice) -> _Plan:
+    plan = _PLANS.get(id(model_price))
+    if plan is not None and plan.model_price is model_price:
+        return plan
+    plan = _Plan(model_price)
     if len(_PLANS) >= _MAX_PLANS:
         _PLANS.clear()
-    _PLANS[id(model_price)] = (model_price, plan)
+    _PLANS[id(model_price)] = plan
     return plan
 
 
-def _leaves(model_price: gp.ModelPrice, usage: TokenUsage) -> list[tuple[str, int, Decimal]]:
-    """(unit, tokens, rate per million) for each priced token unit, in display order. The library's rule:
-    a unit's tokens exclude those of its *priced* descendants (cache reads are not also billed as input),
-    and a unit without its own price is billed at its parent's rate."""
+def _leaves(plan: _Plan, usage: TokenUsage) -> list[tuple[str, int, Decimal, str]]:
+    """(unit, tokens, rate per million, the rate's text) for each priced token unit, in display order. The
+    library's rule: a unit's tokens exclude those of its *priced* descendants (cache reads are not also billed as
+    input), and a unit without its own price is billed at its parent's rate."""
     leaf: dict[str, int] = {}
-    rates: dict[str, Decimal] = {}
-    total_input = usage.input_tokens
-    for name, fld, descendants, price in _plan(model_price)[0]:
+    found: list[tuple[str, int, Decimal, str]] = []
+    for name, fld, descendants, price, text in plan.units:
         tokens = getattr(usage, fld)
         for d in descendants:
             tokens -= leaf.get(d, 0)
         leaf[name] = tokens
-        rates[name] = price if isinstance(price, Decimal) else _rate(price, total_input)
-    return [(name, leaf[name], rates[name]) for name in _ORDER if name in leaf]
+        if text is None:
+            price = _rate(price, usage.input_tokens)
+            text = str(price)
+        found.append((name, tokens, price, text))
+    return [found[i] for i in plan.order]
 
 
-def _lines(leaves: list[tuple[str, int, Decimal]]) -> list[dict[str, Any]]:
-    return [
-        {"unit": name, "tokens": tokens, "usd_per_mtok": str(rate), "usd": str(rate * tokens / MTOK)}
-        for name, tokens, rate in leaves
-        if tokens or name in ("input", "output")
-    ]
+def _line(name: str, tokens: int, rate_text: str, usd: Decimal) -> dict[str, Any]:
+    return {"unit": name, "tokens": tokens, "usd_per_mtok": rate_text, "usd": str(usd)}
+
+
+def _shown(name: str, tokens: int) -> bool:
+    return bool(tokens) or name in ("input", "output")
 
 
 def price_lines(model_price: gp.ModelPrice, usage: TokenUsage) -> list[dict[str, Any]]:
     """The arithmetic of a token price: one line per priced unit, ``tokens x usd_per_mtok / 1e6 = usd``."""
-    return _lines(_leaves(model_price, usage))
+    return [
+        _line(name, tokens, text, rate * tokens / MTOK)
+        for name, tokens, rate, text in _leaves(_plan(model_price), usage)
+        if _shown(name, tokens)
+    ]
 
 
 def _reconcile(lines: list[dict[str, Any]], input_usd: Decimal, output_usd: Decimal) -> None:
@@ -235,7 +253,7 @@ def _fast(model_price: gp.ModelPrice) -> bool:
     return all(v is None or k in _FAST_KEYS for k, v in model_price.__dict__.items() if not k.startswith("_"))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Calc:
     """One call priced with one set of rates, unrounded: by direction, plus what has none (a per-request
     price), and the lines of the arithmetic (they add up to the total)."""
@@ -253,16 +271,23 @@ def calc_with(model_price: gp.ModelPrice, usage: TokenUsage, *, validated: bool 
     token units, the arithmetic is done here, exactly as the library does it (a test checks every price in
     the bundled data against the library); otherwise the library computes it and the lines are reconciled.
     """
-    leaves = _leaves(model_price, usage)
-    lines = _lines(leaves)
-    if validated and _plan(model_price)[1]:
+    plan = _plan(model_price)
+    leaves = _leaves(plan, usage)
+    if validated and plan.fast:
         input_usd, output_usd = Decimal(0), Decimal(0)
-        for name, tokens, rate in leaves:
+        lines = []
+        for name, tokens, rate, text in leaves:
+            usd = rate * tokens / MTOK
             if name in _INPUT_UNITS:
-                input_usd += rate * tokens / MTOK
+                input_usd += usd
             else:
-                output_usd += rate * tokens / MTOK
+                output_usd += usd
+            if tokens or name in ("input", "output"):
+                lines.append(_line(name, tokens, text, usd))
         return Calc(input_usd, output_usd, Decimal(0), lines)
+    lines = [
+        _line(name, tokens, text, rate * tokens / MTOK) for name, tokens, rate, text in leaves if _shown(name, tokens)
+    ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = model_price.calc_price(library_usage(usage))

@@ -148,9 +148,14 @@ class Pricer:
         if (bad := check_usage(usage)) is not None:
             return CallPrice.unpriced(bad, version)
         at = _utc(at)
-        providers = {p for p in (provider and provider.strip().lower(), price_library_provider(provider)) if p}
-        models = {model.strip().lower()}
-        custom = book.custom_model(at, providers, models) if book else None
+        # the names the book's rules match (no book: nothing reads them)
+        providers: set[str] = set()
+        models: set[str] = set()
+        custom = None
+        if book:
+            providers = {p for p in (provider and provider.strip().lower(), price_library_provider(provider)) if p}
+            models = {model.strip().lower()}
+            custom = book.custom_model(at, providers, models)
         try:
             if custom is not None:
                 i, rule = custom

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import _json
 import dataclasses
 import json
 import operator
+import os
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -101,8 +103,8 @@ def usage_of(
     cache_write_1h: int = 0,
 ) -> TokenUsage | None:
     """What a stored call's counts mean to the pricer (ingest and reprice read them the same way)."""
-    counts = (input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
-    if all(v is None for v in counts) and status == "ok":
+    no_counts = input_tokens is None and output_tokens is None and cache_read_tokens is None
+    if no_counts and cache_write_tokens is None and status == "ok":
         return None  # a successful call that reports no usage at all cannot be priced
     cache_read = cache_read_tokens or 0
     cache_write = cache_write_tokens or 0
@@ -143,9 +145,22 @@ PRICE_COLUMNS = (
 )
 
 
+def _not_json(o: Any) -> Any:
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+
+# json.dumps(o, separators=(",", ":")) without building an encoder per call: the C encoder, made once (no circular
+# reference check: a price's detail is a tree of fresh dicts and lists)
+_DETAIL_ENCODER = _json.make_encoder(None, _not_json, _json.encode_basestring_ascii, None, ":", ",", False, False, True)
+
+
+def _detail_json(detail: dict[str, Any]) -> str:
+    return "".join(_DETAIL_ENCODER(detail, 0))
+
+
 def price_row(price: CallPrice, priced_at_ns: int | None) -> tuple[Any, ...]:
     """One call's price as the values of PRICE_COLUMNS (ingest and reprice store it the same way)."""
-    detail = None if price.detail is None else json.dumps(price.detail, separators=(",", ":"))
+    detail = None if price.detail is None else _detail_json(price.detail)
     return (
         price.cost_usd,
         price.input_cost_usd,
@@ -167,35 +182,50 @@ class _SpanAttributes:
     def __init__(self, spans: Sequence[SpanRecord], names: Sequence[str]) -> None:
         self._raw = {(s.trace_id, s.span_id): s for s in spans}
         self._needles = tuple(f'"{n}"' for n in names)
+        # where no needle's common ending is in a text, no needle is (one search instead of one per name)
+        self._ending = os.path.commonprefix([n[::-1] for n in self._needles])[::-1] if self._needles else ""
+        self._resources: dict[str, bool] = {}  # a request's spans share their resource's JSON text: checked once
 
-    def lookup(self, trace_id: str, span_id: str) -> Callable[[str], Any]:
+    def _mentions(self, text: str) -> bool:
+        return self._ending in text and any(map(text.__contains__, self._needles))
+
+    def lookup(self, trace_id: str, span_id: str) -> Callable[[str], Any] | None:
+        """The call's attribute values by name; None when neither its span nor its resource names any."""
         span = self._raw.get((trace_id, span_id))
-        if span is None or not any(n in span.attributes or n in span.resource_attributes for n in self._needles):
-            return lambda _name: None
+        if span is None:
+            return None
+        resource_json = span.resource_attributes
+        in_resource = self._resources.get(resource_json)
+        if in_resource is None:
+            in_resource = self._resources[resource_json] = self._mentions(resource_json)
+        if not in_resource and not self._mentions(span.attributes):
+            return None
         attrs: dict[str, Any] = json.loads(span.attributes)
-        resource: dict[str, Any] = json.loads(span.resource_attributes)
+        resource: dict[str, Any] = json.loads(resource_json)
         return lambda name: attrs[name] if attrs.get(name) is not None else resource.get(name)
 
 
 def _price_columns(calls: Sequence[LLMCallRecord], spans: Sequence[SpanRecord], pricer: Pricer) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {k: [] for k in PRICE_COLUMNS}
+    if not calls:
+        return {k: [] for k in PRICE_COLUMNS}
     found = _SpanAttributes(spans, [name for name, _ in pricer.attributes])
+    price, attributes, rows = pricer.price, pricer.attributes, []
     for c in calls:
-        at = datetime.fromtimestamp(c.start_ns / 1e9, tz=UTC)
-        context, cache_write_1h = pricing_inputs(pricer.attributes, found.lookup(c.trace_id, c.span_id))
-        p = pricer.price(
+        lookup = found.lookup(c.trace_id, c.span_id)
+        # no attribute named: what pricing_inputs gives when every lookup is None
+        context, cache_write_1h = ({}, 0) if lookup is None else pricing_inputs(attributes, lookup)
+        p = price(
             c.provider,
             c.response_model or c.request_model,
             _usage(c, cache_write_1h),
-            at,
+            datetime.fromtimestamp(c.start_ns / 1e9, tz=UTC),
             deployment=c.deployment,
             context=context,
             cluster_id=c.cluster_id,
         )
         # priced_at_ns stays NULL at ingest: the cost was computed when the row was received (received_ns)
-        for name, value in zip(PRICE_COLUMNS, price_row(p, None), strict=True):
-            out[name].append(value)
-    return out
+        rows.append(price_row(p, None))
+    return {name: list(column) for name, column in zip(PRICE_COLUMNS, zip(*rows, strict=True), strict=True)}
 
 
 def _tool_price_columns(tools: Sequence[ToolCallRecord], pricer: Pricer) -> dict[str, list[Any]]:
