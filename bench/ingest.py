@@ -1,6 +1,7 @@
-"""Ingest: the real collector in its durable mode (a 200 only after commit) under several concurrent
-senders posting protobuf and JSON batches; spans/s until every span is queryable, against the
-same run's decode-and-extract ceiling; and the collector's peak RSS."""
+"""Ingest: the real collector in its durable mode (a 200 only once the batch is fsynced, to the spool by default,
+else by the DuckDB commit) under several concurrent senders posting protobuf and JSON batches; spans/s until every
+span is queryable, against the same run's decode-and-extract ceiling; the collector's memory; and how long a query
+waits, under that load, for every span acknowledged before it (reads see their writes)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,11 @@ class IngestResult:
     ceiling_cpu_us_per_span: float = float("nan")  # decode + extract alone, from the ceiling measurement
     commits: int = 0
     writer_busy_share: float = float("nan")  # time inside commits / elapsed: near 1.0 means the writer limits
+    spool: bool = True
+    peak_rss_together_mb: float = float("nan")  # the largest sum of the processes' RSS at one moment (sampled)
+    peak_pss_mb: float = float("nan")  # the same for PSS: shared library pages counted once across processes
+    rss_by_process_mb: tuple[float, ...] = ()  # each process's own peak (VmHWM): the server first
+    read_wait_s: tuple[float, ...] = ()  # under load, a count(*) query's latency: it waits for what was acknowledged
 
     @property
     def ratio(self) -> float:
@@ -131,17 +138,43 @@ def _post_all(url: str, bodies: list[tuple[bytes, str, int]], refused: Any) -> N
                 time.sleep(float(r.headers.get("Retry-After", "1")))
 
 
-def _peak_rss_mb(pids: list[int]) -> float:
-    """The sum of the processes' peak resident memory (VmHWM): the collector and its workers together."""
-    total = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    total += int(line.split()[1])
-        except OSError:
-            continue
-    return total / 1024
+def _status_kb(pid: int, field: str, path: str = "status") -> int:
+    try:
+        for line in Path(f"/proc/{pid}/{path}").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _peaks_mb(pids: list[int]) -> list[float]:
+    """Each process's peak resident memory (VmHWM)."""
+    return [_status_kb(pid, "VmHWM") / 1024 for pid in pids]
+
+
+class _Sampler(threading.Thread):
+    """Every 0.2 s: the collector's processes' RSS and PSS summed at that moment (the peaks are kept)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.rss_kb, self.pss_kb = pid, 0, 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            pids = _tree(self.pid)
+            self.rss_kb = max(self.rss_kb, sum(_status_kb(p, "VmRSS") for p in pids))
+            self.pss_kb = max(self.pss_kb, sum(_status_kb(p, "Pss", "smaps_rollup") for p in pids))
+
+
+def _read_waits(url: str, stop: threading.Event, out: list[float]) -> None:
+    """Once a second under load: how long a query takes (it first waits for what was acknowledged before it)."""
+    with httpx.Client(timeout=60) as client:
+        while not stop.wait(1.0):
+            t = time.perf_counter()
+            client.post(f"{url}/api/sql", json={"sql": "SELECT count(*) FROM spans"})
+            out.append(time.perf_counter() - t)
 
 
 def _free_port() -> int:
@@ -153,9 +186,13 @@ def _free_port() -> int:
 
 
 def run_ingest(
-    total: int = 200_000, senders: int = 4, json_share: float = 0.3, decode_workers: int | None = None
+    total: int = 200_000,
+    senders: int = 4,
+    json_share: float = 0.3,
+    decode_workers: int | None = None,
+    spool: bool = True,
 ) -> IngestResult:
-    """One ingest run. ``decode_workers``: the collector's setting (None: its default)."""
+    """One ingest run. ``decode_workers``, ``spool``: the collector's settings (None: its default)."""
     bodies = _bodies(total, json_share)
     n = sum(b[2] for b in bodies)
     ceil = ceiling(bodies[: max(1, len(bodies) // 3)], repeats=5)
@@ -177,7 +214,11 @@ def run_ingest(
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env={**os.environ, **({} if decode_workers is None else {"TASKCOST_DECODE_WORKERS": str(decode_workers)})},
+            env={
+                **os.environ,
+                "TASKCOST_SPOOL": "true" if spool else "false",
+                **({} if decode_workers is None else {"TASKCOST_DECODE_WORKERS": str(decode_workers)}),
+            },
         )
         url = f"http://127.0.0.1:{port}"
         try:
@@ -191,11 +232,16 @@ def run_ingest(
             parts = [bodies[i::senders] for i in range(senders)]
             workers = [mp.Process(target=_send, args=(url, part, refused, sender_cpu)) for part in parts]
             cpu0 = _cpu_s(_tree(proc.pid))
+            sampler, waits, stop = _Sampler(proc.pid), [], threading.Event()
+            reader = threading.Thread(target=_read_waits, args=(url, stop, waits), daemon=True)
             start = time.perf_counter()
             for w in workers:
                 w.start()
+            sampler.start()  # threads only after the senders are forked: a fork copies locks other threads hold
+            reader.start()
             for w in workers:
                 w.join()
+            stop.set()
             # queryable, not merely acknowledged (every 200 already means committed; check anyway)
             while True:
                 r = httpx.post(f"{url}/api/sql", json={"sql": "SELECT count(*) FROM spans"}, timeout=60)
@@ -205,8 +251,10 @@ def run_ingest(
             elapsed = time.perf_counter() - start
             collector = _tree(proc.pid)
             server_cpu = _cpu_s(collector) - cpu0
-            peak = _peak_rss_mb(collector)
-            processes = len(collector)
+            peaks = _peaks_mb(collector)
+            sampler.done.set()
+            sampler.join()
+            reader.join()
             metrics = httpx.get(f"{url}/metrics", timeout=10).text
         finally:
             proc.terminate()
@@ -215,7 +263,7 @@ def run_ingest(
         n,
         n / elapsed,
         ceil,
-        peak,
+        sum(peaks),
         refused.value,
         senders=senders,
         decode_workers=decode_workers,
@@ -224,5 +272,10 @@ def run_ingest(
         ceiling_cpu_us_per_span=1e6 / ceil,
         commits=int(_metric(metrics, "taskcost_write_seconds_count")),
         writer_busy_share=_metric(metrics, "taskcost_write_seconds_sum") / elapsed,
-        collector_processes=processes,
+        collector_processes=len(collector),
+        spool=spool,
+        peak_rss_together_mb=sampler.rss_kb / 1024,
+        peak_pss_mb=sampler.pss_kb / 1024,
+        rss_by_process_mb=tuple(peaks),
+        read_wait_s=tuple(waits),
     )
