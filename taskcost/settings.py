@@ -50,7 +50,7 @@ class Settings(BaseSettings):
         20_000, ge=1, description="Spans the single writer commits in one transaction at most."
     )
     memory_limit: str = Field(
-        "128MB",
+        "512MB",
         pattern=r"^\s*\d+(\.\d+)?\s*([KMGT]i?B)?\s*$",
         description="DuckDB's memory limit in the server: its cache of the database and query working memory "
         "(larger queries spill to disk).",
