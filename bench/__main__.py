@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 TARGETS = {
@@ -26,6 +27,12 @@ TARGETS = {
 
 def _ok(good: bool) -> str:
     return "met" if good else "MISSED"
+
+
+def _settings(run: Any) -> str:
+    workers = run.decode_workers if run.decode_workers is not None else 1
+    limit = f", memory_limit {run.memory_limit}" if run.memory_limit else ""
+    return f"decode_workers {workers}, spool {'on' if run.spool else 'off'}{limit}"
 
 
 def main() -> None:
@@ -59,6 +66,7 @@ def main() -> None:
         others = [
             *(run_ingest(size, senders=args.senders, decode_workers=w) for w in (0, 2)),
             run_ingest(size, senders=args.senders, spool=False),
+            run_ingest(size, senders=args.senders, memory_limit="128MB"),
         ]
         wait = statistics.median(r.read_wait_s) if r.read_wait_s else float("nan")
         worst = max(r.read_wait_s, default=float("nan"))
@@ -88,14 +96,14 @@ def main() -> None:
             f" | {wait:.2f}; {worst:.2f} | < {TARGETS['queryable_s']:g} | {_ok(worst < TARGETS['queryable_s'])} |",
             f"| requests refused with 503 (retried) | {r.refused} | | |",
             "",
-            "The same load with other settings (one run each; the defaults: decode_workers 1, spool on):",
+            "The same load with other settings (one run each; the defaults: decode_workers 1, spool on, DuckDB"
+            " memory_limit 512MB):",
             "",
             "| settings | spans/s | ceiling, same run | ratio | peak RSS, MB (processes): summed peaks; at once |",
             "|---|---|---|---|---|",
             *(
-                f"| decode_workers {o.decode_workers if o.decode_workers is not None else 1},"
-                f" spool {'on' if o.spool else 'off'} | {o.spans_per_s:,.0f} | {o.ceiling_spans_per_s:,.0f} |"
-                f" {o.ratio:.2f} | {o.peak_rss_mb:.0f} ({o.collector_processes}); {o.peak_rss_together_mb:.0f} |"
+                f"| {_settings(o)} | {o.spans_per_s:,.0f} | {o.ceiling_spans_per_s:,.0f} | {o.ratio:.2f} |"
+                f" {o.peak_rss_mb:.0f} ({o.collector_processes}); {o.peak_rss_together_mb:.0f} |"
                 for o in others
             ),
             "",

@@ -40,6 +40,7 @@ class IngestResult:
     commits: int = 0
     writer_busy_share: float = float("nan")  # time inside commits / elapsed: near 1.0 means the writer limits
     spool: bool = True
+    memory_limit: str | None = None
     peak_rss_together_mb: float = float("nan")  # the largest sum of the processes' RSS at one moment (sampled)
     peak_pss_mb: float = float("nan")  # the same for PSS: shared library pages counted once across processes
     rss_by_process_mb: tuple[float, ...] = ()  # each process's own peak (VmHWM): the server first
@@ -191,8 +192,9 @@ def run_ingest(
     json_share: float = 0.3,
     decode_workers: int | None = None,
     spool: bool = True,
+    memory_limit: str | None = None,
 ) -> IngestResult:
-    """One ingest run. ``decode_workers``, ``spool``: the collector's settings (None: its default)."""
+    """One ingest run. ``decode_workers``, ``spool``, ``memory_limit``: the collector's settings (None: default)."""
     bodies = _bodies(total, json_share)
     n = sum(b[2] for b in bodies)
     ceil = ceiling(bodies[: max(1, len(bodies) // 3)], repeats=5)
@@ -218,6 +220,7 @@ def run_ingest(
                 **os.environ,
                 "TASKCOST_SPOOL": "true" if spool else "false",
                 **({} if decode_workers is None else {"TASKCOST_DECODE_WORKERS": str(decode_workers)}),
+                **({} if memory_limit is None else {"TASKCOST_MEMORY_LIMIT": memory_limit}),
             },
         )
         url = f"http://127.0.0.1:{port}"
@@ -274,6 +277,7 @@ def run_ingest(
         writer_busy_share=_metric(metrics, "taskcost_write_seconds_sum") / elapsed,
         collector_processes=len(collector),
         spool=spool,
+        memory_limit=memory_limit,
         peak_rss_together_mb=sampler.rss_kb / 1024,
         peak_pss_mb=sampler.pss_kb / 1024,
         rss_by_process_mb=tuple(peaks),
