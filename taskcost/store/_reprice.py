@@ -92,8 +92,9 @@ def _apply(cur: duckdb.DuckDBPyConnection, rows: list[tuple[Any, ...]]) -> None:
             "WHERE c.project = n.project AND c.trace_id = n.trace_id AND c.span_id = n.span_id"
         )
         _rollup.adjust_tasks(cur, "_taskcost_repriced", "llm")
-    finally:
-        cur.unregister("_taskcost_repriced")
+    finally:  # (after a failed statement the transaction is aborted: keep its error, not the unregister's)
+        with contextlib.suppress(duckdb.Error):
+            cur.unregister("_taskcost_repriced")
 
 
 def _snapshot_api_calls(cur: duckdb.DuckDBPyConnection, pricer: Pricer, where: str, params: list[Any]) -> int:
@@ -244,8 +245,9 @@ def _tool_pass(
                 "(SELECT project, task_id, true AS counted, old_cost_usd, c AS cost_usd FROM _taskcost_tools)",
                 "tool",
             )
-        finally:
-            cur.unregister("_taskcost_tools")
+        finally:  # (after a failed statement the transaction is aborted: keep its error)
+            with contextlib.suppress(duckdb.Error):
+                cur.unregister("_taskcost_tools")
 
 
 class _Served:
