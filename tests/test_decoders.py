@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,3 +151,13 @@ def test_workers_leave_with_a_server_killed_by_sigkill(tmp_path: Path) -> None:
     while any(_alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_alive(w) for w in workers), "a decode worker outlived its server"
+
+
+def test_a_decode_worker_loads_no_database_web_framework_or_grpc() -> None:
+    """What a worker process imports to decode (its memory is per worker)."""
+    code = (
+        "import sys, taskcost.collector._decoders\n"
+        "print(sorted({'duckdb', 'fastapi', 'grpc', 'uvicorn', 'dash', 'polars'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"

@@ -17,7 +17,7 @@ import pytest
 from bench.traffic import requests
 from taskcost.normalize import normalize_request
 from taskcost.store import DuckDBStore, PreparedBatch, prepare_batch
-from taskcost.store._spool import Spool, encode_payload, spool_dir
+from taskcost.store._spool import Spool, encode_payload, read_records, spool_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -165,6 +165,6 @@ def test_a_record_the_writer_cannot_commit_is_set_aside_and_the_writer_goes_on(
         assert _count(store) == sum(b.span_count for b in good)
         assert store.failed_batches == 1
     (kept,) = spool_dir(db).glob("*.rejected")
-    records = list(Spool(kept.parent)._read(kept))
+    records = list(read_records(kept))
     assert records[0].tables["spans"].num_rows == bad.span_count
     assert "not committable" in caplog.text

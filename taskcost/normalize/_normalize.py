@@ -7,13 +7,13 @@ response are folded into one call (_fold).
 
 from __future__ import annotations
 
-import _json
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from taskcost._internal.compact_json import compact_sorted
 from taskcost.normalize import _conventions as C
 from taskcost.normalize import _extract as X
 from taskcost.normalize import _names as N
@@ -37,19 +37,6 @@ _MAX_STATUS = 2  # StatusCode: UNSET, OK, ERROR
 _MAX_ATTEMPT = 1_000_000
 
 _ERROR = Status.STATUS_CODE_ERROR
-
-
-def _not_json(o: Any) -> Any:
-    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
-
-
-# json.dumps(o, separators=(",", ":"), sort_keys=True) with the C encoder made once, not per span (and no circular
-# reference check: attribute values decoded from a request are trees)
-_ENCODER = _json.make_encoder(None, _not_json, _json.encode_basestring_ascii, None, ":", ",", True, False, True)
-
-
-def _json_text(o: Any) -> str:
-    return "".join(_ENCODER(o, 0))
 
 
 # Context a call reads from one name each, usually set on the resource (the process), not on the span: read once per
@@ -141,7 +128,7 @@ def normalize_request(req: ExportTraceServiceRequest, rules: NormalizeRules = DE
     parsed: list[_Parsed] = []
     for rs in req.resource_spans:
         resource = attributes_dict(rs.resource.attributes)
-        resource_json = _json_text(resource)
+        resource_json = compact_sorted(resource)
         service = resource.get(N.SERVICE_NAME)
         service = None if service is None else str(service)
         shared = _Context.read(Attrs({}, resource, out.warn))
@@ -206,9 +193,9 @@ def _parse(
             service_name=service,
             scope_name=scope_name,
             scope_version=scope_version,
-            attributes=_json_text(span_attrs),
+            attributes=compact_sorted(span_attrs),
             resource_attributes=resource_json,
-            events=_json_text(events) if events else "[]",
+            events=compact_sorted(events) if events else "[]",
         )
     )
     a = Attrs(span_attrs, resource, out.warn)

@@ -45,13 +45,12 @@ __all__ = [
 ]
 
 
+_WHERE = {"DuckDBStore": "_duckdb", "PUBLIC_RELATIONS": "_sandbox"}
+
+
 def __getattr__(name: str) -> Any:
-    if name == "DuckDBStore":
-        from taskcost.store._duckdb import DuckDBStore
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return DuckDBStore
-    if name == "PUBLIC_RELATIONS":
-        from taskcost.store._sandbox import PUBLIC_RELATIONS
-
-        return PUBLIC_RELATIONS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

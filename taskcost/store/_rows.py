@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import _json
 import dataclasses
 import json
 import operator
@@ -14,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from taskcost._internal.compact_json import compact
 from taskcost.normalize import LLMCallRecord, NormalizedBatch, SpanRecord, ToolCallRecord
 from taskcost.pricing import CallPrice, Pricer, TokenUsage, active_pricer, pricing_inputs
 
@@ -145,22 +145,9 @@ PRICE_COLUMNS = (
 )
 
 
-def _not_json(o: Any) -> Any:
-    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
-
-
-# json.dumps(o, separators=(",", ":")) without building an encoder per call: the C encoder, made once (no circular
-# reference check: a price's detail is a tree of fresh dicts and lists)
-_DETAIL_ENCODER = _json.make_encoder(None, _not_json, _json.encode_basestring_ascii, None, ":", ",", False, False, True)
-
-
-def _detail_json(detail: dict[str, Any]) -> str:
-    return "".join(_DETAIL_ENCODER(detail, 0))
-
-
 def price_row(price: CallPrice, priced_at_ns: int | None) -> tuple[Any, ...]:
     """One call's price as the values of PRICE_COLUMNS (ingest and reprice store it the same way)."""
-    detail = None if price.detail is None else _detail_json(price.detail)
+    detail = None if price.detail is None else compact(price.detail)
     return (
         price.cost_usd,
         price.input_cost_usd,

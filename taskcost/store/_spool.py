@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-__all__ = ["Record", "Spool", "decode_payload", "encode_payload", "set_aside", "spool_dir"]
+__all__ = ["Record", "Spool", "decode_payload", "encode_payload", "read_records", "set_aside", "spool_dir"]
 
 log = logging.getLogger("taskcost.store")
 
@@ -86,8 +86,8 @@ class Record:
 
 
 class Spool:
-    """The segment files of one database. Not thread-safe: one appending thread, and ``release`` under the
-    caller's own ordering (the writer, after a commit)."""
+    """The segment files of one database: one thread appends (``append``), another deletes what is committed
+    (``release``, the writer after a commit); the list of segments they share is locked."""
 
     def __init__(self, directory: Path, segment_bytes: int = _SEGMENT_BYTES) -> None:
         self.directory = directory
@@ -107,7 +107,7 @@ class Spool:
             return
         for path in sorted(self.directory.glob("*" + _SUFFIX)):
             last = 0
-            for record in self._read(path):
+            for record in read_records(path):
                 last = record.seq
                 if record.seq > committed_seq:
                     yield record
@@ -118,56 +118,15 @@ class Spool:
                 with self._lock:
                     self._segments.append((path, last))
 
-    def _read(self, path: Path) -> Iterator[Record]:
-        data = path.read_bytes()
-        at = 0
-        while at < len(data):
-            if len(data) - at < _HEAD.size:
-                break
-            magic, size, seq, crc = _HEAD.unpack_from(data, at)
-            end = at + _HEAD.size + size
-            if magic != _MAGIC or end > len(data):
-                break
-            payload = data[at + _HEAD.size : end]
-            if zlib.crc32(payload) != crc:
-                break
-            yield Record(seq, decode_payload(payload))
-            at = end
-        if at < len(data):
-            self._cut(path, data, at)
-
-    @staticmethod
-    def _cut(path: Path, data: bytes, at: int) -> None:
-        rest = data[at:]
-        whole = len(rest) >= _HEAD.size and _HEAD.unpack_from(rest)[0] == _MAGIC
-        whole = whole and _HEAD.size + _HEAD.unpack_from(rest)[1] <= len(rest)
-        if whole:  # a complete record that fails its checksum: keep the bytes for inspection
-            aside = path.with_suffix(".damaged")
-            aside.write_bytes(rest)
-            log.error("spool %s: a damaged record at byte %d; %d bytes kept in %s", path, at, len(rest), aside)
-        else:  # the unacknowledged tail of a write a crash cut short
-            log.warning("spool %s: dropping an incomplete, unacknowledged record at byte %d", path, at)
-        with open(path, "r+b") as f:
-            f.truncate(at)
-            os.fsync(f.fileno())
-
     # -- appending -----------------------------------------------------------------------------------
     def append(self, payloads: list[list[bytes | pa.Buffer]]) -> list[int]:
         """Append records and fsync once; returns their seqs. On failure nothing of them stays in the file."""
         if self._file is None or self._size >= self._segment_bytes:
             self._open_segment()
         assert self._file is not None
-        seqs, chunks = [], []
-        seq = self.last_seq
-        for parts in payloads:
-            seq += 1
-            size = sum(memoryview(p).nbytes for p in parts)
-            crc = 0
-            for p in parts:
-                crc = zlib.crc32(p, crc)
-            chunks.append(_HEAD.pack(_MAGIC, size, seq, crc))
-            chunks.extend(parts)
-            seqs.append(seq)
+        seqs = list(range(self.last_seq + 1, self.last_seq + 1 + len(payloads)))
+        chunks = [chunk for seq, parts in zip(seqs, payloads, strict=True) for chunk in _frame(seq, parts)]
+        seq = seqs[-1] if seqs else self.last_seq
         try:
             written = _write_all(self._file, chunks)
             os.fsync(self._file)
@@ -221,6 +180,50 @@ class Spool:
                 self.directory.rmdir()
 
 
+def _frame(seq: int, parts: list[bytes | pa.Buffer]) -> list[bytes | pa.Buffer]:
+    """One record: its header, then its payload's parts."""
+    crc = 0
+    for p in parts:
+        crc = zlib.crc32(p, crc)
+    return [_HEAD.pack(_MAGIC, sum(memoryview(p).nbytes for p in parts), seq, crc), *parts]
+
+
+def read_records(path: Path) -> Iterator[Record]:
+    """The whole records of a segment (or set-aside) file, in order. What follows the last whole one is cut off
+    the file: kept aside when it is a complete record that fails its checksum, dropped when it is incomplete."""
+    data = path.read_bytes()
+    at = 0
+    while at < len(data):
+        if len(data) - at < _HEAD.size:
+            break
+        magic, size, seq, crc = _HEAD.unpack_from(data, at)
+        end = at + _HEAD.size + size
+        if magic != _MAGIC or end > len(data):
+            break
+        payload = data[at + _HEAD.size : end]
+        if zlib.crc32(payload) != crc:
+            break
+        yield Record(seq, decode_payload(payload))
+        at = end
+    if at < len(data):
+        _cut(path, data, at)
+
+
+def _cut(path: Path, data: bytes, at: int) -> None:
+    rest = data[at:]
+    whole = len(rest) >= _HEAD.size and _HEAD.unpack_from(rest)[0] == _MAGIC
+    whole = whole and _HEAD.size + _HEAD.unpack_from(rest)[1] <= len(rest)
+    if whole:  # a complete record that fails its checksum: keep the bytes for inspection
+        aside = path.with_suffix(".damaged")
+        aside.write_bytes(rest)
+        log.error("spool %s: a damaged record at byte %d; %d bytes kept in %s", path, at, len(rest), aside)
+    else:  # the unacknowledged tail of a write a crash cut short
+        log.warning("spool %s: dropping an incomplete, unacknowledged record at byte %d", path, at)
+    with open(path, "r+b") as f:
+        f.truncate(at)
+        os.fsync(f.fileno())
+
+
 def _write_all(fd: int, chunks: list[bytes | pa.Buffer]) -> int:
     """Write every chunk (``writev`` in slices under the usual IOV_MAX of 1024, finishing short writes)."""
     total = 0
@@ -248,14 +251,9 @@ def set_aside(directory: Path, seq: int, tables: dict[str, pa.Table]) -> Path:
     """Keep a record the writer could not commit, in a file of its own beside the spool (same format)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{seq:016d}.rejected"
-    parts = encode_payload(tables)
-    crc = 0
-    for p in parts:
-        crc = zlib.crc32(p, crc)
     with open(path, "wb") as f:
-        f.write(_HEAD.pack(_MAGIC, sum(memoryview(p).nbytes for p in parts), seq, crc))
-        for p in parts:
-            f.write(p)
+        for chunk in _frame(seq, encode_payload(tables)):
+            f.write(chunk)
         f.flush()
         os.fsync(f.fileno())
     return path
