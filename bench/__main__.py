@@ -30,7 +30,9 @@ def _ok(good: bool) -> str:
 
 
 def _settings(run: Any) -> str:
-    workers = run.decode_workers if run.decode_workers is not None else 1
+    from taskcost.settings import default_decode_workers
+
+    workers = run.decode_workers if run.decode_workers is not None else default_decode_workers()
     limit = f", memory_limit {run.memory_limit}" if run.memory_limit else ""
     return f"decode_workers {workers}, spool {'on' if run.spool else 'off'}{limit}"
 
@@ -53,7 +55,10 @@ def main() -> None:
     ]
     if "ingest" in parts:
         from bench.ingest import run_ingest
+        from taskcost.settings import Settings
 
+        defaults = Settings()  # the collector's defaults on this machine (env and config file included)
+        workers = defaults.decode_workers
         print("ingest ...", flush=True)
         runs = [
             run_ingest(20_000 if args.quick else 200_000, senders=args.senders)
@@ -64,7 +69,7 @@ def main() -> None:
         r = sorted(runs, key=lambda x: x.spans_per_s)[len(runs) // 2]  # the median run
         size = 20_000 if args.quick else 200_000
         others = [
-            *(run_ingest(size, senders=args.senders, decode_workers=w) for w in (0, 2)),
+            *(run_ingest(size, senders=args.senders, decode_workers=w) for w in (0, 1, 2) if w != workers),
             run_ingest(size, senders=args.senders, spool=False),
             run_ingest(size, senders=args.senders, memory_limit="128MB"),
         ]
@@ -79,7 +84,8 @@ def main() -> None:
             "",
             "| figure | value | target | |",
             "|---|---|---|---|",
-            f"| spans per run; concurrent senders; decode_workers | {r.spans:,}; {r.senders}; default (1) | | |",
+            f"| spans per run; concurrent senders; decode_workers; DuckDB threads | {r.spans:,}; {r.senders};"
+            f" default ({workers}); default ({defaults.server_duckdb_threads()}) | | |",
             f"| durable ingest, spans/s | {r.spans_per_s:,.0f} | >= {TARGETS['ingest_spans_per_s']:,} |"
             f" {_ok(r.spans_per_s >= TARGETS['ingest_spans_per_s'])} |",
             f"| decode-and-extract ceiling (same run, 1 process), spans/s | {r.ceiling_spans_per_s:,.0f} | | |",
@@ -96,8 +102,9 @@ def main() -> None:
             f" | {wait:.2f}; {worst:.2f} | < {TARGETS['queryable_s']:g} | {_ok(worst < TARGETS['queryable_s'])} |",
             f"| requests refused with 503 (retried) | {r.refused} | | |",
             "",
-            "The same load with other settings (one run each; the defaults: decode_workers 1, spool on, DuckDB"
-            " memory_limit 512MB):",
+            f"The same load with other settings (one run each; the defaults: decode_workers {workers}, spool on,"
+            f" DuckDB memory_limit {defaults.memory_limit}, DuckDB threads: the cores left after the decode workers,"
+            " at least 1):",
             "",
             "| settings | spans/s | ceiling, same run | ratio | peak RSS, MB (processes): summed peaks; at once |",
             "|---|---|---|---|---|",

@@ -126,7 +126,12 @@ def run_queries(sizes: tuple[int, ...] = (1_000_000, 10_000_000), repeats: int =
             with DuckDBStore.open(db) as store:  # a bulk load needs more than the server's memory limit
                 load_history(store, size)
             # then as the server holds the file: live traffic and queries under its DuckDB memory limit
-            with DuckDBStore.open(db, max_queued_spans=10**9, memory_limit=SERVER_MEMORY_LIMIT) as store:
+            with DuckDBStore.open(
+                db,
+                max_queued_spans=10**9,
+                memory_limit=SERVER_MEMORY_LIMIT,
+                threads=Settings().server_duckdb_threads(),  # the server's default on this machine
+            ) as store:
                 load_live(store)
                 delta = store.admin_query("SELECT count(*) FROM task_rollup_delta").rows[0][0]
                 took = time.perf_counter() - t

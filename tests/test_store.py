@@ -214,3 +214,23 @@ def test_a_batch_the_columns_cannot_hold_fails_alone_and_the_writer_lives_on(sto
         store.write(bad)
     assert store.writer_alive and store.queued_spans == 0
     assert store.write(prepare_batch(normalize_request(sample_request()), 1)).spans == 4
+
+
+def test_open_applies_the_servers_duckdb_settings(tmp_path: Path) -> None:
+    with DuckDBStore.open(tmp_path / "s.duckdb", memory_limit="64MB", threads=1) as store:
+        row = store.admin_query(
+            "SELECT current_setting('threads'), current_setting('memory_limit'),"
+            " current_setting('checkpoint_threshold')"
+        ).rows[0]
+    assert row[0] == 1 and row[1].startswith("61") and row[2] == "64.0 MiB"  # DuckDB shows 64MB as 61.0 MiB
+
+
+def test_duckdb_threads_default_leaves_the_decode_workers_their_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    from taskcost.settings import Settings
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert Settings(decode_workers=1).server_duckdb_threads() == 1
+    assert Settings(decode_workers=4).server_duckdb_threads() == 1  # at least one
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert Settings(decode_workers=1).server_duckdb_threads() == 6
+    assert Settings(decode_workers=1, duckdb_threads=3).server_duckdb_threads() == 3  # the setting wins

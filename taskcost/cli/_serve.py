@@ -63,6 +63,7 @@ def serve(
             max_queued_spans=settings.max_queued_spans,
             spool=settings.spool,
             memory_limit=settings.memory_limit,
+            threads=settings.server_duckdb_threads(),
         )
     except StoreUnavailableError as exc:
         raise fail(str(exc)) from None
