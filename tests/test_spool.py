@@ -168,3 +168,28 @@ def test_a_record_the_writer_cannot_commit_is_set_aside_and_the_writer_goes_on(
     records = list(read_records(kept))
     assert records[0].tables["spans"].num_rows == bad.span_count
     assert "not committable" in caplog.text
+
+
+def test_a_decode_workers_streams_are_spooled_as_they_came(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from taskcost.collector._decoders import _ipc, _table
+
+    appended: list[list[bytes | pa.Buffer]] = []
+    real_append = Spool.append
+
+    def spy(self: Spool, payloads: list[list[bytes | pa.Buffer]]) -> list[int]:
+        appended.extend(payloads)
+        return real_append(self, payloads)
+
+    monkeypatch.setattr(Spool, "append", spy)
+    made = _batches(600, seed=5)[0]
+    db = tmp_path / "w.duckdb"
+    with DuckDBStore.open(db, spool=True) as store:
+        schemas = store.arrow_schemas
+        streams = {t: _ipc(cols, schemas[t]) for t, cols in made.columns.items() if cols["received_ns"]}
+        tables = {t: _table(s) for t, s in streams.items()}
+        assert all(tables[t].schema == schemas[t] for t in tables)
+        store.submit(PreparedBatch(columns={}, span_count=made.span_count, tables=tables, streams=streams)).result(30)
+        assert _count(store) == made.span_count
+    (parts,) = appended
+    assert [p for p in parts if isinstance(p, bytes) and p in streams.values()] == list(streams.values())
+    assert not spool_dir(db).exists()

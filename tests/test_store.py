@@ -222,7 +222,7 @@ def test_open_applies_the_servers_duckdb_settings(tmp_path: Path) -> None:
             "SELECT current_setting('threads'), current_setting('memory_limit'),"
             " current_setting('checkpoint_threshold')"
         ).rows[0]
-    assert row[0] == 1 and row[1].startswith("61") and row[2] == "64.0 MiB"  # DuckDB shows 64MB as 61.0 MiB
+    assert row[0] == 1 and row[1].startswith("61") and row[2] == "128.0 MiB"  # DuckDB shows 64MB as 61.0 MiB
 
 
 def test_duckdb_threads_default_leaves_the_decode_workers_their_cores(monkeypatch: pytest.MonkeyPatch) -> None:

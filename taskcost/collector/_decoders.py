@@ -4,8 +4,8 @@ Decoding, normalising and pricing a request is pure Python: in the serving proce
 writer thread, which needs the GIL between its DuckDB calls (and while DuckDB scans the Arrow tables it is given),
 waits behind it, so every acknowledgement waits too. With ``decode_workers`` > 0 that work runs in child processes
 instead: a worker turns the body into the same Arrow tables the writer would build, sends them back as Arrow IPC
-record batch messages (one copy, no per-value pickling; no schema: both sides have the store's), and the serving
-process only answers HTTP and commits.
+streams (one copy, no per-value pickling), and the serving process only answers HTTP and commits; the intake
+spool writes those streams as they came.
 
 A worker that dies (killed, out of memory) fails only the requests it held; they are answered 503 with nothing
 kept, and the next request starts a new pool.
@@ -30,6 +30,7 @@ from taskcost.collector._ingest import Ingested, decode_and_prepare, rules_from_
 from taskcost.normalize import NormalizeRules
 from taskcost.settings import Settings
 from taskcost.store import PreparedBatch
+from taskcost.store._spool import ipc_stream
 
 __all__ = ["DecodePool", "DecodersUnavailable"]
 
@@ -69,12 +70,12 @@ def _init(settings: Settings, schemas: dict[str, pa.Schema], parent: int) -> Non
 
 
 def _ipc(columns: dict[str, list[object]], schema: pa.Schema) -> bytes:
-    """One table's columns as an IPC record batch message, without the schema (``_table`` reads it back)."""
-    return pa.RecordBatch.from_pydict(columns, schema=schema).serialize().to_pybytes()
+    """One table's columns as an Arrow IPC stream (``_table`` reads it back; the spool keeps it as it is)."""
+    return ipc_stream(pa.RecordBatch.from_pydict(columns, schema=schema)).to_pybytes()
 
 
-def _table(message: bytes, schema: pa.Schema) -> pa.Table:
-    return pa.Table.from_batches([pa.ipc.read_record_batch(pa.py_buffer(message), schema)], schema=schema)
+def _table(stream: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(stream)).read_all()
 
 
 def _work(body: bytes, protobuf: bool, project: str | None) -> tuple[dict[str, bytes], int, int, list[str]]:
@@ -143,8 +144,10 @@ class DecodePool:
             log.error("a decode worker died; starting new ones for the next requests")
             self._discard(pool)
             raise DecodersUnavailable("the decode worker holding this request died; nothing of it was kept") from None
-        tables = {name: _table(message, self._schemas[name]) for name, message in tables_ipc.items()}
-        return Ingested(PreparedBatch(columns={}, span_count=spans, tables=tables), rejected, messages)
+        tables = {name: _table(stream) for name, stream in tables_ipc.items()}
+        return Ingested(
+            PreparedBatch(columns={}, span_count=spans, tables=tables, streams=tables_ipc), rejected, messages
+        )
 
     def close(self) -> None:
         with self._lock:

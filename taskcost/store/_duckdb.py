@@ -33,12 +33,13 @@ __all__ = ["DuckDBStore"]
 
 log = logging.getLogger("taskcost.store")
 
-# Auto-checkpoint once the WAL holds this much (DuckDB's default is 16MB). A checkpoint compresses and rewrites the
-# row groups a commit touched, the partly filled last one of each table included, so at 16MB (about every 10,000
-# spans here) the same rows are recompressed again and again: writing 400k spans through the store alone cost
-# 32.9 CPU us/span at 16MB, 24.4 at 64MB (ad hoc run over DuckDBStore, one DuckDB thread). The peak memory did not
-# change; a crash replays at most this much WAL.
-_CHECKPOINT_THRESHOLD = "64MiB"
+# Auto-checkpoint once the WAL holds this much (DuckDB's default is 16MiB). A checkpoint compresses and rewrites the
+# row groups a commit touched, the partly filled last one of each table included; intake writes about 1.4 KB of WAL
+# per span, so at 16MiB the same rows were recompressed about every 12,000 spans. Writing 400k spans through the
+# store alone cost 32.9 CPU us/span at 16MiB and 24.4 at 64MiB; through the server with 2 decode workers, 600k spans
+# went in at 23.3k spans/s at 64MiB, 27.2k at 128MiB and 26.4k at 256MiB, the server's peak RSS 813, 770 and 748 MB
+# (ad hoc runs, not committed). A crash replays at most this much WAL (about 1 s here).
+_CHECKPOINT_THRESHOLD = "128MiB"
 
 _HARDEN = (
     "SET enable_external_access = false",

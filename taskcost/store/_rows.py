@@ -61,11 +61,13 @@ def arrow_schema(columns: Sequence[tuple[str, str]]) -> pa.Schema:
 @dataclasses.dataclass(slots=True)
 class PreparedBatch:
     """One request's rows, column-wise, ready for the single writer: Python lists per column (``columns``), or,
-    from a decode worker process, Arrow tables already typed by the store's schemas (``tables``)."""
+    from a decode worker process, Arrow tables already typed by the store's schemas (``tables``), with the Arrow IPC
+    streams they were read from (``streams``: the intake spool writes those bytes as they are)."""
 
     columns: dict[str, dict[str, list[Any]]]
     span_count: int
     tables: dict[str, pa.Table] | None = None
+    streams: dict[str, bytes] | None = None
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

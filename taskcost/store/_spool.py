@@ -32,7 +32,17 @@ from pathlib import Path
 
 import pyarrow as pa
 
-__all__ = ["Record", "Spool", "decode_payload", "encode_payload", "read_records", "set_aside", "spool_dir"]
+__all__ = [
+    "Record",
+    "Spool",
+    "decode_payload",
+    "encode_payload",
+    "encode_streams",
+    "ipc_stream",
+    "read_records",
+    "set_aside",
+    "spool_dir",
+]
 
 log = logging.getLogger("taskcost.store")
 
@@ -48,17 +58,28 @@ def spool_dir(db: Path) -> Path:
     return db.with_name(db.name + ".spool")
 
 
-def encode_payload(tables: dict[str, pa.Table]) -> list[bytes | pa.Buffer]:
-    """A batch's tables as the parts of one record's payload (written as they are, without joining)."""
+def ipc_stream(data: pa.Table | pa.RecordBatch) -> pa.Buffer:
+    """A table (or record batch) as an Arrow IPC stream: its schema, its batches, the end marker."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, data.schema) as writer:
+        writer.write(data)
+    return sink.getvalue()
+
+
+def encode_streams(streams: dict[str, bytes | pa.Buffer]) -> list[bytes | pa.Buffer]:
+    """A batch's tables, already Arrow IPC streams, as the parts of one record's payload (written as they are,
+    without joining)."""
     parts: list[bytes | pa.Buffer] = []
-    for name, table in tables.items():
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        buf = sink.getvalue()
+    for name, stream in streams.items():
         raw = name.encode()
-        parts += [_PART.pack(len(raw), buf.size), raw, buf]
+        size = stream.size if isinstance(stream, pa.Buffer) else len(stream)
+        parts += [_PART.pack(len(raw), size), raw, stream]
     return parts
+
+
+def encode_payload(tables: dict[str, pa.Table]) -> list[bytes | pa.Buffer]:
+    """A batch's tables as the parts of one record's payload."""
+    return encode_streams({name: ipc_stream(table) for name, table in tables.items()})
 
 
 def decode_payload(payload: bytes) -> dict[str, pa.Table]:

@@ -24,7 +24,7 @@ import pyarrow as pa
 from taskcost.store import _rollup
 from taskcost.store._base import CommitInfo, StoreBusyError, StoreUnavailableError
 from taskcost.store._rows import TABLES, PreparedBatch
-from taskcost.store._spool import Spool, encode_payload, set_aside, spool_dir
+from taskcost.store._spool import Spool, encode_payload, encode_streams, set_aside, spool_dir
 
 __all__ = ["Writer", "empty_batch"]
 
@@ -370,7 +370,8 @@ class Writer:
         for j in jobs:
             try:  # typed as the tables are, here: a value the columns cannot hold is refused before the ack
                 tables = {t: tbl for t in TABLES if (tbl := self._table(j.batch, t)) is not None}
-                payloads.append(encode_payload(tables))
+                streams = j.batch.streams  # a decode worker's: those bytes are these tables
+                payloads.append(encode_payload(tables) if streams is None else encode_streams(streams))
             except Exception as exc:
                 log.exception("batch not writable; nothing of it was kept")
                 self._fail([j], exc)
