@@ -73,8 +73,12 @@ def main() -> None:
             run_ingest(size, senders=args.senders, spool=False),
             run_ingest(size, senders=args.senders, memory_limit="128MB"),
         ]
-        wait = statistics.median(r.read_wait_s) if r.read_wait_s else float("nan")
-        worst = max(r.read_wait_s, default=float("nan"))
+        # sustained: 5x longer, so that DuckDB's cache, its indexes and the queue reach what a running collector holds
+        long = run_ingest(size * 5, senders=args.senders)
+        print(f"  sustained: {long.spans_per_s:,.0f} spans/s, peak RSS {long.peak_rss_mb:,.0f} MB", flush=True)
+        waits = r.read_wait_s + long.read_wait_s
+        wait = statistics.median(waits) if waits else float("nan")
+        worst = max(waits, default=float("nan"))
         lines += [
             "## Ingest",
             "",
@@ -91,16 +95,23 @@ def main() -> None:
             f"| decode-and-extract ceiling (same run, 1 process), spans/s | {r.ceiling_spans_per_s:,.0f} | | |",
             f"| ingest / ceiling | {r.ratio:.2f} | >= {TARGETS['ingest_ratio']} |"
             f" {_ok(r.ratio >= TARGETS['ingest_ratio'])} |",
-            f"| collector peak RSS, MB: each process's peak (VmHWM), summed over {r.collector_processes} processes"
-            f" | {r.peak_rss_mb:.0f} | < {TARGETS['rss_mb']} | {_ok(r.peak_rss_mb < TARGETS['rss_mb'])} |",
+            f"| sustained: one run of {long.spans:,} spans, spans/s | {long.spans_per_s:,.0f} |"
+            f" >= {TARGETS['ingest_spans_per_s']:,} | {_ok(long.spans_per_s >= TARGETS['ingest_spans_per_s'])} |",
+            f"| collector peak RSS over the sustained run, MB: each process's peak (VmHWM), summed over"
+            f" {long.collector_processes} processes | {long.peak_rss_mb:.0f} | < {TARGETS['rss_mb']} |"
+            f" {_ok(long.peak_rss_mb < TARGETS['rss_mb'])} |",
             "| the same, per process (server, then its children) | "
-            + " + ".join(f"{m:.0f}" for m in r.rss_by_process_mb)
+            + " + ".join(f"{m:.0f}" for m in long.rss_by_process_mb)
             + " | | |",
-            f"| largest RSS summed at one moment (sampled every 0.2 s) | {r.peak_rss_together_mb:.0f} | | |",
-            f"| largest PSS summed at one moment (shared library pages counted once) | {r.peak_pss_mb:.0f} | | |",
-            f"| a query under this load (it waits for every span acknowledged before it): median; max, s"
+            f"| largest RSS summed at one moment (sampled every 0.2 s) | {long.peak_rss_together_mb:.0f} | | |",
+            f"| largest PSS summed at one moment (shared library pages counted once) | {long.peak_pss_mb:.0f} | | |",
+            f"| collector peak RSS in the {r.spans:,}-span median run, summed (per process) | {r.peak_rss_mb:.0f} ("
+            + " + ".join(f"{m:.0f}" for m in r.rss_by_process_mb)
+            + ") | | |",
+            f"| a query under this load, once a second in the median and the sustained run (it waits for every span"
+            " acknowledged before it): median; max, s"
             f" | {wait:.2f}; {worst:.2f} | < {TARGETS['queryable_s']:g} | {_ok(worst < TARGETS['queryable_s'])} |",
-            f"| requests refused with 503 (retried) | {r.refused} | | |",
+            f"| requests refused with 503 (retried), median run; sustained run | {r.refused}; {long.refused} | | |",
             "",
             f"The same load with other settings (one run each; the defaults: decode_workers {workers}, spool on,"
             f" DuckDB memory_limit {defaults.memory_limit}, DuckDB threads: the cores left after the decode workers,"
