@@ -193,3 +193,16 @@ def test_a_decode_workers_streams_are_spooled_as_they_came(tmp_path: Path, monke
     (parts,) = appended
     assert [p for p in parts if isinstance(p, bytes) and p in streams.values()] == list(streams.values())
     assert not spool_dir(db).exists()
+
+
+def test_spool_commits_keeps_one_row_from_one_start_to_the_next(tmp_path: Path) -> None:
+    db = tmp_path / "c.duckdb"
+    for seed in (6, 7):
+        with DuckDBStore.open(db, spool=True, max_batch_spans=500) as store:
+            for f in [store.submit(b) for b in _batches(1_500, seed=seed)]:
+                f.result(30)
+            store.query("SELECT 1")  # every acknowledged record committed
+            assert store.admin_query("SELECT count(*) FROM spool_commits").rows[0][0] > 1
+    with DuckDBStore.open(db, spool=True) as store:
+        (row,) = store.admin_query("SELECT count(*), max(seq) FROM spool_commits").rows
+    assert row[0] == 1 and row[1] > 1

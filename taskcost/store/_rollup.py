@@ -130,16 +130,18 @@ def _count(cur: duckdb.DuckDBPyConnection, sql: str) -> int:
     return int(row[0]) if row else 0
 
 
-def insert_calls(cur: duckdb.DuckDBPyConnection, source: str, known_responses: bool) -> str:
+def insert_calls(cur: duckdb.DuckDBPyConnection, source: str, known_responses: bool, with_id: int | None = None) -> str:
     """Insert the commit's new LLM-call rows (``source``: a relation over them), deciding ``duplicate``;
     returns a relation of those that count (no duplicate) for ``add_to_tasks``.
 
     The common case costs one plain indexed INSERT of the commit's response keys, and the rows go in as
     they came. When one of the keys was stored before, that INSERT fails (ResponseSeenError: the caller
     rolls back and stores the commit again with ``known_responses``, and this time the keys already
-    stored are looked up first); when the commit itself repeats a response, its rows are staged.
+    stored are looked up first); when the commit itself repeats a response, its rows are staged. ``with_id``: how
+    many of the rows have a ``response_id``, when the caller knows it (else counted here).
     """
-    with_id = _count(cur, f"SELECT count(response_id) FROM {source}")
+    if with_id is None:
+        with_id = _count(cur, f"SELECT count(response_id) FROM {source}")
     seen = ""
     if known_responses:
         cur.execute(

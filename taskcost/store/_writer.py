@@ -99,6 +99,9 @@ class Writer:
         self._thread.start()
         with contextlib.closing(self._con.cursor()) as cur:
             self._done_seq = int(cur.execute("SELECT coalesce(max(seq), 0) FROM spool_commits").fetchall()[0][0])
+            # a row is appended per commit (appends keep DuckDB's automatic checkpoint; an UPDATE would skip it);
+            # only the highest matters: keep the table at one row from one start to the next
+            cur.execute("DELETE FROM spool_commits WHERE seq < ?", [self._done_seq])
         sp = Spool(spool_dir(self.path))
         replayed = 0
         for record in sp.recover(self._done_seq):
@@ -240,7 +243,9 @@ class Writer:
                     cur.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {name}")
             calls = None
             if "llm_call_rows" in sources:
-                calls = _rollup.insert_calls(cur, sources["llm_call_rows"], known_responses)
+                rows = data["llm_call_rows"]  # (an Arrow column knows its nulls: no scan to count them)
+                with_id = None if only_new else rows.num_rows - rows.column("response_id").null_count
+                calls = _rollup.insert_calls(cur, sources["llm_call_rows"], known_responses, with_id)
             _rollup.add_to_tasks(cur, calls, sources.get("task_rows"), sources.get("tool_call_rows"))
             if calls not in (None, sources.get("llm_call_rows")):
                 _rollup.drop_stage(cur)
