@@ -7,7 +7,7 @@ code), user exceptions pass through unchanged.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import TYPE_CHECKING, Self, Unpack
@@ -44,6 +44,16 @@ __all__ = [
 
 _current_task: ContextVar[Task | None] = ContextVar("taskcost_sdk_current_task", default=None)
 _current_call: ContextVar[LLMCall | None] = ContextVar("taskcost_sdk_current_call", default=None)
+# api.record_llm_call, bound on first use (api imports this module; an import per call cost about 0.6 us)
+_record_llm_call: Callable[..., LLMCall] | None = None
+
+
+def _bind_record_llm_call() -> Callable[..., LLMCall]:
+    global _record_llm_call
+    from .api import record_llm_call
+
+    _record_llm_call = record_llm_call
+    return record_llm_call
 
 
 def current_task() -> Task | None:
@@ -279,9 +289,8 @@ class Task(_SpanScope):
 
     def record_llm_call(self, provider: str, model: str, **kwargs: Unpack[RecordOptions]) -> LLMCall:
         """Record a finished LLM call of this task. Same arguments as :func:`taskcost_sdk.record_llm_call`."""
-        from .api import record_llm_call
-
-        return record_llm_call(provider, model, task=self, **kwargs)
+        record = _record_llm_call or _bind_record_llm_call()
+        return record(provider, model, task=self, **kwargs)
 
     def tool(self, name: str, *, cost_usd: object = None, tool_call_id: str | None = None) -> ToolCall:
         """A tool call of this task, as a context manager (span ``execute_tool {name}``)."""
