@@ -26,8 +26,9 @@ MiB = 1024 * 1024
 
 
 def default_decode_workers() -> int:
-    """One decode worker per core, at most 4: decoding is the largest part of intake's CPU (about 40 of 60 us per
-    span), and on 2 cores a second worker took ingest from about 20k to 25k spans/s, for about 100 MB more."""
+    """One decode worker per core, at most 4: decoding is the largest part of intake's CPU (about 40 of 70 us per
+    span), and on 2 cores a second worker took ingest from about 19k to 24k spans/s, for about 105 MB more
+    (``make bench``)."""
     return max(1, min(4, os.cpu_count() or 1))
 
 
@@ -80,7 +81,7 @@ class Settings(BaseSettings):
         8, ge=1, description="Intake requests decoded at once at most; beyond, 503 (bounds memory)."
     )
     decode_workers: int = Field(
-        default_factory=lambda: default_decode_workers(),
+        default_factory=default_decode_workers,
         ge=0,
         le=64,
         description="Worker processes that decode, normalise and price intake requests (0: in the serving process); "
