@@ -17,7 +17,7 @@ import pytest
 from bench.traffic import requests
 from taskcost.normalize import normalize_request
 from taskcost.store import DuckDBStore, PreparedBatch, prepare_batch
-from taskcost.store._spool import Spool, encode_payload, read_records, spool_dir
+from taskcost.store._spool import Spool, Where, encode_payload, read_at, read_records, spool_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -176,7 +176,7 @@ def test_a_decode_workers_streams_are_spooled_as_they_came(tmp_path: Path, monke
     appended: list[list[bytes | pa.Buffer]] = []
     real_append = Spool.append
 
-    def spy(self: Spool, payloads: list[list[bytes | pa.Buffer]]) -> list[int]:
+    def spy(self: Spool, payloads: list[list[bytes | pa.Buffer]]) -> list[Where]:
         appended.extend(payloads)
         return real_append(self, payloads)
 
@@ -206,3 +206,53 @@ def test_spool_commits_keeps_one_row_from_one_start_to_the_next(tmp_path: Path) 
     with DuckDBStore.open(db, spool=True) as store:
         (row,) = store.admin_query("SELECT count(*), max(seq) FROM spool_commits").rows
     assert row[0] == 1 and row[1] > 1
+
+
+def test_a_record_is_read_back_where_it_was_appended_and_damage_is_caught(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "sp")
+    list(spool.recover(0))
+    tables = {t: pa.Table.from_pydict({"x": [1, 2, 3]}) for t in ("spans", "task_rows")}
+    first, second = spool.append([encode_payload(tables), encode_payload({"spans": tables["spans"]})])
+    assert (first.seq, second.seq) == (1, 2) and second.offset == first.offset + first.size
+    assert read_at(second).tables["spans"].equals(tables["spans"])
+    with open(first.path, "r+b") as f:  # a bit flipped on disk after the append
+        f.seek(first.offset + first.size - 1)
+        last = f.read(1)[0]
+        f.seek(first.offset + first.size - 1)
+        f.write(bytes([last ^ 0xFF]))
+    with pytest.raises(ValueError, match="damaged"):
+        read_at(first)
+    spool.close(0)
+
+
+def test_a_record_damaged_after_its_ack_is_kept_aside_and_the_writer_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # queued batches wait as places in the spool and are read back to be committed: damage in between is caught
+    real_append = Spool.append
+    damaged: list[Where] = []
+
+    def append_then_damage(self: Spool, payloads: list[list[bytes | pa.Buffer]]) -> list[Where]:
+        places = real_append(self, payloads)
+        if not damaged:
+            w = places[0]
+            with open(w.path, "r+b") as f:
+                f.seek(w.offset + w.size - 1)
+                last = f.read(1)[0]
+                f.seek(w.offset + w.size - 1)
+                f.write(bytes([last ^ 0xFF]))
+            damaged.append(w)
+        return places
+
+    monkeypatch.setattr(Spool, "append", append_then_damage)
+    batches = _batches(2_000, seed=8)
+    db = tmp_path / "d.duckdb"
+    with DuckDBStore.open(db, spool=True) as store:
+        for f in [store.submit(b) for b in batches]:
+            f.result(30)
+        stored = _count(store)
+    (w,) = damaged
+    assert w.seq == 1  # the first batch submitted
+    assert stored == sum(b.span_count for b in batches) - batches[0].span_count
+    kept = spool_dir(db) / f"{w.seq:016d}.rejected"
+    assert kept.stat().st_size == w.size  # its bytes, as they were on disk

@@ -10,7 +10,11 @@ Layout: ``<db>.spool/<first seq>.spool`` segment files of records, each
 
     magic b"TCS1" | payload length (u32) | seq (u64) | crc32 of the payload (u32) | payload
 
-where the payload is the batch's tables, each as (name, Arrow IPC stream). ``seq`` numbers records from 1
+where the payload is the batch's tables, each as (name, Arrow IPC stream). Once appended, a batch waits for the
+writer as its place in the spool (``Where``), not as tables in memory: the writer reads it back (``read_at``, checked
+as recovery checks it) just before committing it, so a queue that grows while a checkpoint holds the writer costs
+disk, not memory (server peak RSS 770-779 -> 695-697 MB over 600k spans, ad hoc runs); a record that cannot be read
+back is kept aside as it is (``*.rejected``). ``seq`` numbers records from 1
 across segments. The writer appends the highest seq it has committed to ``spool_commits``, in the same
 transaction as the rows, so a restart replays exactly the records after it. A segment is deleted once
 every record in it is committed. A record cut short by a crash was never acknowledged (its fsync had not
@@ -35,12 +39,15 @@ import pyarrow as pa
 __all__ = [
     "Record",
     "Spool",
+    "Where",
     "decode_payload",
     "encode_payload",
     "encode_streams",
     "ipc_stream",
+    "read_at",
     "read_records",
     "set_aside",
+    "set_aside_raw",
     "spool_dir",
 ]
 
@@ -82,7 +89,7 @@ def encode_payload(tables: dict[str, pa.Table]) -> list[bytes | pa.Buffer]:
     return encode_streams({name: ipc_stream(table) for name, table in tables.items()})
 
 
-def decode_payload(payload: bytes) -> dict[str, pa.Table]:
+def decode_payload(payload: bytes | memoryview) -> dict[str, pa.Table]:
     tables: dict[str, pa.Table] = {}
     view, at = memoryview(payload), 0
     while at < len(view):
@@ -93,6 +100,16 @@ def decode_payload(payload: bytes) -> dict[str, pa.Table]:
         tables[name] = pa.ipc.open_stream(pa.py_buffer(view[at : at + size])).read_all()
         at += size
     return tables
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Where an appended record lies: its segment file, the byte its header starts at, its length with the header."""
+
+    seq: int
+    path: Path
+    offset: int
+    size: int
 
 
 @dataclass(slots=True)
@@ -140,13 +157,22 @@ class Spool:
                     self._segments.append((path, last))
 
     # -- appending -----------------------------------------------------------------------------------
-    def append(self, payloads: list[list[bytes | pa.Buffer]]) -> list[int]:
-        """Append records and fsync once; returns their seqs. On failure nothing of them stays in the file."""
+    def append(self, payloads: list[list[bytes | pa.Buffer]]) -> list[Where]:
+        """Append records and fsync once; returns where each is (its seq first). On failure nothing of them stays
+        in the file."""
         if self._file is None or self._size >= self._segment_bytes:
             self._open_segment()
         assert self._file is not None
         seqs = list(range(self.last_seq + 1, self.last_seq + 1 + len(payloads)))
-        chunks = [chunk for seq, parts in zip(seqs, payloads, strict=True) for chunk in _frame(seq, parts)]
+        path = self._segments[-1][0]
+        chunks: list[bytes | pa.Buffer] = []
+        found, at = [], self._size
+        for seq, parts in zip(seqs, payloads, strict=True):
+            frame = _frame(seq, parts)
+            size = sum(memoryview(c).nbytes for c in frame)
+            found.append(Where(seq, path, at, size))
+            chunks += frame
+            at += size
         seq = seqs[-1] if seqs else self.last_seq
         try:
             written = _write_all(self._file, chunks)
@@ -160,9 +186,8 @@ class Spool:
         self._size += written
         self.last_seq = seq
         with self._lock:
-            path, _ = self._segments[-1]
             self._segments[-1] = (path, seq)
-        return seqs
+        return found
 
     def _open_segment(self) -> None:
         self.close_file()
@@ -207,6 +232,20 @@ def _frame(seq: int, parts: list[bytes | pa.Buffer]) -> list[bytes | pa.Buffer]:
     for p in parts:
         crc = zlib.crc32(p, crc)
     return [_HEAD.pack(_MAGIC, sum(memoryview(p).nbytes for p in parts), seq, crc), *parts]
+
+
+def read_at(where: Where) -> Record:
+    """The record appended at ``where``, checked as recovery checks it (ValueError when it is not there whole)."""
+    with open(where.path, "rb") as f:
+        f.seek(where.offset)
+        data = f.read(where.size)
+    if len(data) != where.size or len(data) < _HEAD.size:
+        raise ValueError(f"spool record {where.seq}: {len(data)} of its {where.size} bytes in {where.path}")
+    magic, size, seq, crc = _HEAD.unpack_from(data)
+    payload = memoryview(data)[_HEAD.size :]
+    if magic != _MAGIC or seq != where.seq or size != len(payload) or zlib.crc32(payload) != crc:
+        raise ValueError(f"spool record {where.seq} in {where.path} at byte {where.offset} is damaged")
+    return Record(seq, decode_payload(payload))
 
 
 def read_records(path: Path) -> Iterator[Record]:
@@ -266,6 +305,19 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def set_aside_raw(directory: Path, where: Where) -> Path:
+    """Keep the bytes of a record that could not be read back (``read_at`` failed), as they are, beside the spool."""
+    with open(where.path, "rb") as f:
+        f.seek(where.offset)
+        data = f.read(where.size)
+    path = directory / f"{where.seq:016d}.rejected"
+    with open(path, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    return path
 
 
 def set_aside(directory: Path, seq: int, tables: dict[str, pa.Table]) -> Path:

@@ -24,7 +24,16 @@ import pyarrow as pa
 from taskcost.store import _rollup
 from taskcost.store._base import CommitInfo, StoreBusyError, StoreUnavailableError
 from taskcost.store._rows import TABLES, PreparedBatch
-from taskcost.store._spool import Spool, encode_payload, encode_streams, set_aside, spool_dir
+from taskcost.store._spool import (
+    Spool,
+    Where,
+    encode_payload,
+    encode_streams,
+    read_at,
+    set_aside,
+    set_aside_raw,
+    spool_dir,
+)
 
 __all__ = ["Writer", "empty_batch"]
 
@@ -46,13 +55,15 @@ def empty_batch() -> PreparedBatch:
 
 
 class _Job:
-    __slots__ = ("batch", "future", "queued", "seq")
+    __slots__ = ("batch", "future", "queued", "seq", "where")
 
     def __init__(self, batch: PreparedBatch, seq: int = 0) -> None:
         self.batch = batch
         self.future: Future[CommitInfo] = Future()
         self.seq = seq  # its spool record (0: not spooled); its future resolved when it was spooled
         self.queued = True  # its spans count in queued_spans (until it is committed, refused or set aside)
+        # a spooled batch waits for the writer as a place in the spool, not as tables in memory (read back to commit)
+        self.where: Where | None = None
 
 
 class Writer:
@@ -262,6 +273,9 @@ class Writer:
         futures not resolved yet hold the error; acknowledged spool records are the caller's to try again."""
         started = time.perf_counter()
         try:
+            for j in jobs:
+                if j.where is not None and j.batch.tables is None:
+                    j.batch = PreparedBatch(columns={}, span_count=j.batch.span_count, tables=read_at(j.where).tables)
             data = {t: tbl for t in TABLES if (tbl := self._incoming(jobs, t)) is not None}
         except Exception as exc:  # a value the columns cannot hold: refuse these batches, keep the writer alive
             log.exception("batch(es) not writable; nothing of them was committed")
@@ -337,7 +351,10 @@ class Writer:
                     break
             else:
                 self.failed_batches += 1
-                where = set_aside(spool_dir(self.path), j.seq, j.batch.tables or {})
+                if j.batch.tables is None and j.where is not None:  # not readable back: keep its bytes as they are
+                    where = set_aside_raw(spool_dir(self.path), j.where)
+                else:
+                    where = set_aside(spool_dir(self.path), j.seq, j.batch.tables or {})
                 log.error("spool record %d (%d spans) not committable; kept in %s", j.seq, j.batch.span_count, where)
                 with contextlib.suppress(duckdb.Error):
                     cur.execute("INSERT INTO spool_commits VALUES (?)", [j.seq])
@@ -386,16 +403,17 @@ class Writer:
         if not ready:
             return
         try:
-            seqs = self._spool.append(payloads)
+            places = self._spool.append(payloads)
         except OSError as exc:
             log.exception("could not append %d batch(es) to the spool; nothing of them was kept", len(ready))
             self._fail(ready, exc)
             return
-        for j, seq in zip(ready, seqs, strict=True):
-            j.seq = seq
+        for j, where in zip(ready, places, strict=True):
+            j.seq, j.where = where.seq, where
+            j.batch = PreparedBatch(columns={}, span_count=j.batch.span_count)  # the spool holds it now
             self._queue.put(j)
         with self._progress:
-            self._acked_seq = seqs[-1]
+            self._acked_seq = places[-1].seq
         for j in ready:
             j.future.set_result(CommitInfo(spans=j.batch.span_count, deduplicated=0, seconds=0.0))
 
