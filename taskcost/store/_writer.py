@@ -352,7 +352,11 @@ class Writer:
             else:
                 self.failed_batches += 1
                 if j.batch.tables is None and j.where is not None:  # not readable back: keep its bytes as they are
-                    where = set_aside_raw(spool_dir(self.path), j.where)
+                    try:
+                        where = set_aside_raw(spool_dir(self.path), j.where)
+                    except OSError:
+                        log.exception("spool record %d can be neither read back nor kept: lost", j.seq)
+                        where = j.where.path
                 else:
                     where = set_aside(spool_dir(self.path), j.seq, j.batch.tables or {})
                 log.error("spool record %d (%d spans) not committable; kept in %s", j.seq, j.batch.span_count, where)
