@@ -14,11 +14,12 @@ where the payload is the batch's tables, each as (name, Arrow IPC stream). Once 
 writer as its place in the spool (``Where``), not as tables in memory: the writer reads it back (``read_at``, checked
 as recovery checks it) just before committing it, so a queue that grows while a checkpoint holds the writer costs
 disk, not memory (server peak RSS 770-779 -> 695-697 MB over 600k spans, ad hoc runs); a record that cannot be read
-back is kept aside as it is (``*.rejected``). ``seq`` numbers records from 1
-across segments. The writer appends the highest seq it has committed to ``spool_commits``, in the same
-transaction as the rows, so a restart replays exactly the records after it. A segment is deleted once
-every record in it is committed. A record cut short by a crash was never acknowledged (its fsync had not
-returned) and is dropped at recovery; a complete record whose checksum fails is copied aside
+back is kept aside as it is (``*.rejected``).
+
+``seq`` numbers records from 1 across segments. The writer appends the highest seq it has committed to
+``spool_commits``, in the same transaction as the rows, so a restart replays exactly the records after it. A
+segment is deleted once every record in it is committed. A record cut short by a crash was never acknowledged (its
+fsync had not returned) and is dropped at recovery; a complete record whose checksum fails is copied aside
 (``*.damaged``) and never silently discarded.
 """
 
@@ -234,18 +235,31 @@ def _frame(seq: int, parts: list[bytes | pa.Buffer]) -> list[bytes | pa.Buffer]:
     return [_HEAD.pack(_MAGIC, sum(memoryview(p).nbytes for p in parts), seq, crc), *parts]
 
 
-def read_at(where: Where) -> Record:
-    """The record appended at ``where``, checked as recovery checks it (ValueError when it is not there whole)."""
+def _record_at(data: bytes | memoryview, at: int) -> tuple[int, memoryview, int] | None:
+    """The whole, intact record whose header starts at byte ``at`` of ``data``: (seq, payload, where it ends); None
+    when it is cut short, not a record, or fails its checksum."""
+    if len(data) - at < _HEAD.size:
+        return None
+    magic, size, seq, crc = _HEAD.unpack_from(data, at)
+    end = at + _HEAD.size + size
+    if magic != _MAGIC or end > len(data):
+        return None
+    payload = memoryview(data)[at + _HEAD.size : end]
+    return (seq, payload, end) if zlib.crc32(payload) == crc else None
+
+
+def _read_range(where: Where) -> bytes:
     with open(where.path, "rb") as f:
         f.seek(where.offset)
-        data = f.read(where.size)
-    if len(data) != where.size or len(data) < _HEAD.size:
-        raise ValueError(f"spool record {where.seq}: {len(data)} of its {where.size} bytes in {where.path}")
-    magic, size, seq, crc = _HEAD.unpack_from(data)
-    payload = memoryview(data)[_HEAD.size :]
-    if magic != _MAGIC or seq != where.seq or size != len(payload) or zlib.crc32(payload) != crc:
-        raise ValueError(f"spool record {where.seq} in {where.path} at byte {where.offset} is damaged")
-    return Record(seq, decode_payload(payload))
+        return f.read(where.size)
+
+
+def read_at(where: Where) -> Record:
+    """The record appended at ``where``, checked as recovery checks it (ValueError when it is not there whole)."""
+    found = _record_at(_read_range(where), 0)
+    if found is None or found[0] != where.seq or found[2] != where.size:
+        raise ValueError(f"spool record {where.seq} in {where.path} at byte {where.offset} is damaged or cut short")
+    return Record(where.seq, decode_payload(found[1]))
 
 
 def read_records(path: Path) -> Iterator[Record]:
@@ -253,18 +267,9 @@ def read_records(path: Path) -> Iterator[Record]:
     the file: kept aside when it is a complete record that fails its checksum, dropped when it is incomplete."""
     data = path.read_bytes()
     at = 0
-    while at < len(data):
-        if len(data) - at < _HEAD.size:
-            break
-        magic, size, seq, crc = _HEAD.unpack_from(data, at)
-        end = at + _HEAD.size + size
-        if magic != _MAGIC or end > len(data):
-            break
-        payload = data[at + _HEAD.size : end]
-        if zlib.crc32(payload) != crc:
-            break
+    while at < len(data) and (found := _record_at(data, at)) is not None:
+        seq, payload, at = found
         yield Record(seq, decode_payload(payload))
-        at = end
     if at < len(data):
         _cut(path, data, at)
 
@@ -309,23 +314,19 @@ def _fsync_dir(directory: Path) -> None:
 
 def set_aside_raw(directory: Path, where: Where) -> Path:
     """Keep the bytes of a record that could not be read back (``read_at`` failed), as they are, beside the spool."""
-    with open(where.path, "rb") as f:
-        f.seek(where.offset)
-        data = f.read(where.size)
-    path = directory / f"{where.seq:016d}.rejected"
-    with open(path, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    return path
+    return _keep(directory, where.seq, [_read_range(where)])
 
 
 def set_aside(directory: Path, seq: int, tables: dict[str, pa.Table]) -> Path:
     """Keep a record the writer could not commit, in a file of its own beside the spool (same format)."""
+    return _keep(directory, seq, _frame(seq, encode_payload(tables)))
+
+
+def _keep(directory: Path, seq: int, chunks: list[bytes | pa.Buffer]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{seq:016d}.rejected"
     with open(path, "wb") as f:
-        for chunk in _frame(seq, encode_payload(tables)):
+        for chunk in chunks:
             f.write(chunk)
         f.flush()
         os.fsync(f.fileno())
