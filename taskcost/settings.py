@@ -77,6 +77,12 @@ class Settings(BaseSettings):
     max_queued_spans: int = Field(
         100_000, ge=1, description="Spans waiting for the writer at most; beyond, intake answers 503 (back-pressure)."
     )
+    dedupe_window_spans: int = Field(
+        1_000_000,
+        ge=1,
+        description="A re-sent span (or provider response) is recognised and stored once while fewer than this "
+        "many spans (responses) were stored after it; beyond twice as many, it is stored again.",
+    )
     max_inflight_requests: int = Field(
         8, ge=1, description="Intake requests decoded at once at most; beyond, 503 (bounds memory)."
     )

@@ -61,6 +61,7 @@ def serve(
             settings.db,
             max_batch_spans=settings.writer_max_batch_spans,
             max_queued_spans=settings.max_queued_spans,
+            dedupe_window=settings.dedupe_window_spans,
             spool=settings.spool,
             memory_limit=settings.memory_limit,
             threads=settings.server_duckdb_threads(),

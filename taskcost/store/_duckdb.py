@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from taskcost.pricing import ClusterWindowCost, Pricer, RepriceReport
-from taskcost.store import _keys, _rollup
+from taskcost.store import _dedupe, _keys, _rollup
 from taskcost.store._base import (
     CommitInfo,
     QueryError,
@@ -75,8 +75,10 @@ class DuckDBStore:
         max_batch_spans: int,
         max_queued_spans: int,
         fold_rows: int = _rollup.FOLD_ROWS,
+        dedupe_window: int = _dedupe.DEFAULT_WINDOW,
     ) -> None:
         self.path = path
+        self._dedupe_window = dedupe_window
         self.read_only = read_only
         self._con = con
         self._database = str(con.execute("SELECT current_database()").fetchone()[0])  # type: ignore[index]
@@ -84,7 +86,7 @@ class DuckDBStore:
         self._writer: Writer | None = None
         if not read_only:
             self._schemas = {t: self._table_schema(t) for t in TABLES}
-            self._writer = Writer(con, path, self._schemas, max_batch_spans, max_queued_spans, fold_rows)
+            self._writer = Writer(con, path, self._schemas, max_batch_spans, max_queued_spans, fold_rows, dedupe_window)
         self._closed = False
         self._keys_lock = threading.Lock()
         self._active_keys: dict[str, _keys.ApiKey] = {}
@@ -98,6 +100,7 @@ class DuckDBStore:
         max_batch_spans: int = 20_000,
         max_queued_spans: int = 200_000,
         fold_rows: int = _rollup.FOLD_ROWS,
+        dedupe_window: int = _dedupe.DEFAULT_WINDOW,
         spool: bool = False,
         memory_limit: str | None = None,
         threads: int | None = None,
@@ -108,7 +111,9 @@ class DuckDBStore:
         ``memory_limit``: DuckDB's (its cache of the file and the working memory of queries, which spill to disk
         beyond it); None leaves DuckDB's default, 80% of the machine's memory (the server sets one: see the
         ``memory_limit`` setting). ``threads``: DuckDB's worker threads (None: DuckDB's default, one per core; the
-        server sets one: see the ``duckdb_threads`` setting)."""
+        server sets one: see the ``duckdb_threads`` setting). ``dedupe_window``: a re-sent span (or a repeated
+        provider response) is recognised while fewer than this many spans (responses) were stored after it
+        (taskcost/store/_dedupe.py)."""
         path = Path(path)
         if read_only and not path.exists():
             raise StoreUnavailableError(f"no database at {path} (start `taskcost serve --db {path}` first)")
@@ -131,7 +136,7 @@ class DuckDBStore:
         except Exception:
             con.close()
             raise
-        store = cls(con, path, read_only, max_batch_spans, max_queued_spans, fold_rows)
+        store = cls(con, path, read_only, max_batch_spans, max_queued_spans, fold_rows, dedupe_window)
         if store._writer is not None:
             store._active_keys = _keys.load_active(con)
             store._writer.start(spool)
@@ -325,7 +330,7 @@ class DuckDBStore:
         with contextlib.closing(self._con.cursor()) as cur:
             cur.execute("BEGIN TRANSACTION")
             try:
-                _rollup.rebuild(cur)
+                _rollup.rebuild(cur, self._dedupe_window)
                 cur.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(duckdb.Error):

@@ -514,6 +514,17 @@ _SPOOL = """
 CREATE TABLE spool_commits (seq BIGINT NOT NULL);
 """
 
+# The dedupe keys without a PRIMARY KEY, in two generations (taskcost/store/_dedupe.py): DuckDB's ART index must
+# fit in memory, and it held a key per span ever stored. The keys stored so far become the old generation.
+_DEDUPE_WINDOW = """
+CREATE TABLE span_keys_old AS SELECT k FROM span_keys;
+DROP TABLE span_keys;
+CREATE TABLE span_keys (k UHUGEINT NOT NULL);
+CREATE TABLE response_keys_old AS SELECT k FROM response_keys;
+DROP TABLE response_keys;
+CREATE TABLE response_keys (k UHUGEINT NOT NULL);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_raw_spans", _RAW_SPANS),
     Migration("0002_typed_call_tool_task_rows", _TYPED),
@@ -522,6 +533,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0005_cost_provenance_and_cluster_costs", _PRICING),
     Migration("0006_write_time_dedupe_and_task_rollup", _ROLLUPS),
     Migration("0007_intake_spool_commits", _SPOOL),
+    Migration("0008_dedupe_window", _DEDUPE_WINDOW),
 )
 
 _LEDGER = """

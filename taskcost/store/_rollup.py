@@ -3,8 +3,8 @@
 * ``llm_call_rows.duplicate``: the row reports a provider response (project, trace, ``response_id``) that
   another row already reported: decided once, at write time (the first committed wins; within one commit
   the first by (received_ns, span_id), the order the view used to apply on every read). ``llm_calls``
-  hides duplicates; nothing counts them. ``response_keys`` (md5 of the response) is the index they are
-  recognised by.
+  hides duplicates; nothing counts them. They are recognised by their response keys (md5 of the response),
+  within the dedupe window of recent keys (taskcost/store/_dedupe.py).
 * ``task_rollup``: the ``tasks`` view's figures, one row per (project, task). Distinct logical calls are
   counted through the task's set of call-id hashes (``call_ids``): a retry arriving in a later commit is an
   attempt, not a new call.
@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import duckdb
 
+from taskcost.store import _dedupe
+from taskcost.store._dedupe import RESPONSE_KEY, count
+
 __all__ = [
     "FOLD_ROWS",
     "RESPONSE_KEY",
     "TASK_KEY",
     "WRITER_COLUMNS",
-    "ResponseSeenError",
     "add_to_tasks",
     "adjust_tasks",
     "drop_stage",
@@ -40,7 +42,6 @@ __all__ = [
 # Columns of llm_call_rows the writer decides (not part of an incoming batch).
 WRITER_COLUMNS = ("duplicate",)
 
-RESPONSE_KEY = "md5_number(project || chr(31) || trace_id || chr(31) || response_id)"
 TASK_KEY = "md5_number(project || chr(31) || task_id)"
 
 FOLD_ROWS = 5_000
@@ -49,11 +50,6 @@ FOLD_ROWS = 5_000
 
 _STAGE = "_taskcost_calls"
 _SEEN = "_taskcost_seen_responses"
-
-
-class ResponseSeenError(Exception):
-    """A response of this commit was stored by an earlier one: the transaction is spoilt (the key
-    insert failed); roll back and store the commit again with ``known_responses=True``."""
 
 
 # -- per-task figures from a set of rows (a commit's, or all of them) ----------------------------------
@@ -125,41 +121,34 @@ def _per_task(calls: str | None, tasks: str | None, tools: str | None) -> str | 
 
 
 # -- the writer ----------------------------------------------------------------------------------------
-def _count(cur: duckdb.DuckDBPyConnection, sql: str) -> int:
-    row = cur.execute(sql).fetchone()
-    return int(row[0]) if row else 0
-
-
-def insert_calls(cur: duckdb.DuckDBPyConnection, source: str, known_responses: bool, with_id: int | None = None) -> str:
+def insert_calls(cur: duckdb.DuckDBPyConnection, source: str, with_id: int | None = None) -> str:
     """Insert the commit's new LLM-call rows (``source``: a relation over them), deciding ``duplicate``;
     returns a relation of those that count (no duplicate) for ``add_to_tasks``.
 
-    The common case costs one plain indexed INSERT of the commit's response keys, and the rows go in as
-    they came. When one of the keys was stored before, that INSERT fails (ResponseSeenError: the caller
-    rolls back and stores the commit again with ``known_responses``, and this time the keys already
-    stored are looked up first); when the commit itself repeats a response, its rows are staged. ``with_id``: how
-    many of the rows have a ``response_id``, when the caller knows it (else counted here).
+    The common case costs a lookup of the commit's response keys in the dedupe window (``_dedupe``) and an
+    append of them, and the rows go in as they came. When a response was stored before, or the commit itself
+    repeats one, the rows are staged and the repeats marked. ``with_id``: how many of the rows have a
+    ``response_id``, when the caller knows it (else counted here).
     """
     if with_id is None:
-        with_id = _count(cur, f"SELECT count(response_id) FROM {source}")
+        with_id = count(cur, f"SELECT count(response_id) FROM {source}")
+    if not with_id:
+        cur.execute(f"INSERT INTO llm_call_rows BY NAME SELECT * FROM {source}")
+        return source
+    keys = f"SELECT {RESPONSE_KEY} AS k FROM {source} WHERE response_id IS NOT NULL"
     seen = ""
-    if known_responses:
+    if count(cur, f"SELECT count(*) FROM ({keys}) WHERE k IN {_dedupe.seen('response_keys')}"):
         cur.execute(
-            f"CREATE OR REPLACE TEMP TABLE {_SEEN} AS SELECT k FROM response_keys "
-            f"WHERE k IN (SELECT {RESPONSE_KEY} FROM {source} WHERE response_id IS NOT NULL)"
+            f"CREATE OR REPLACE TEMP TABLE {_SEEN} AS "
+            f"SELECT DISTINCT k FROM ({keys}) WHERE k IN {_dedupe.seen('response_keys')}"
         )
         seen = f" OR {RESPONSE_KEY} IN (SELECT k FROM {_SEEN})"
-    try:
-        stored = _count(
-            cur,
-            f"INSERT INTO response_keys SELECT DISTINCT {RESPONSE_KEY} FROM {source} WHERE response_id IS NOT NULL"
-            + (f" AND {RESPONSE_KEY} NOT IN (SELECT k FROM {_SEEN})" if known_responses else ""),
-        )
-    except duckdb.ConstraintException as exc:
-        if known_responses:
-            raise
-        raise ResponseSeenError(str(exc)) from None
-    if stored == with_id and not known_responses:  # every response is new, and once in the commit
+    stored = count(
+        cur,
+        f"INSERT INTO response_keys SELECT DISTINCT k FROM ({keys})"
+        + (f" WHERE k NOT IN (SELECT k FROM {_SEEN})" if seen else ""),
+    )
+    if stored == with_id:  # every response is new, and once in the commit
         cur.execute(f"INSERT INTO llm_call_rows BY NAME SELECT * FROM {source}")
         return source
     cur.execute(
@@ -218,7 +207,7 @@ def fold(cur: duckdb.DuckDBPyConnection, fold_rows: int) -> None:
     """Fold task_rollup_delta into task_rollup when it holds ``fold_rows`` rows or more (0: whenever it
     holds any). The writer's job, in its transaction: it alone updates task_rollup; a re-price appending
     meanwhile is not seen by this snapshot, and stays for the next fold."""
-    if _count(cur, "SELECT count(*) FROM task_rollup_delta") < max(fold_rows, 1):
+    if count(cur, "SELECT count(*) FROM task_rollup_delta") < max(fold_rows, 1):
         return
     cur.execute(f"CREATE OR REPLACE TEMP TABLE {_FOLD} AS {_DELTA}")
     cur.execute(f"UPDATE task_rollup AS b SET {_MERGE} FROM {_FOLD} AS d WHERE b.tk = d.tk")
@@ -250,10 +239,11 @@ def adjust_tasks(cur: duckdb.DuckDBPyConnection, changes: str, kind: str) -> Non
 
 
 # -- from scratch ----------------------------------------------------------------------------------------
-def rebuild(cur: duckdb.DuckDBPyConnection) -> None:
-    """Decide ``duplicate`` again over every stored row (in (received_ns, span_id) order), and rebuild
-    ``response_keys`` and ``task_rollup`` from the row tables: for rows loaded into the tables directly
-    (bulk loads, repairs). In the caller's transaction, on a store no writer is feeding meanwhile."""
+def rebuild(cur: duckdb.DuckDBPyConnection, window: int = _dedupe.DEFAULT_WINDOW) -> None:
+    """Decide ``duplicate`` again over every stored row (in (received_ns, span_id) order), and rebuild the
+    dedupe window (``window`` keys of each kind) and ``task_rollup`` from the row tables: for rows loaded into
+    the tables directly (bulk loads, repairs). In the caller's transaction, on a store no writer is feeding
+    meanwhile."""
     cur.execute(
         "UPDATE llm_call_rows AS c SET duplicate = m.duplicate FROM ("
         "  SELECT rowid AS rid, response_id IS NOT NULL AND row_number() OVER ("
@@ -261,11 +251,7 @@ def rebuild(cur: duckdb.DuckDBPyConnection) -> None:
         "  FROM llm_call_rows) AS m "
         "WHERE c.rowid = m.rid AND c.duplicate <> m.duplicate"
     )
-    cur.execute("DELETE FROM response_keys")
-    cur.execute(
-        f"INSERT INTO response_keys SELECT {RESPONSE_KEY} FROM llm_call_rows "
-        "WHERE response_id IS NOT NULL AND NOT duplicate"
-    )
+    _dedupe.rebuild(cur, window)
     cur.execute("DELETE FROM task_rollup_delta")
     cur.execute("DELETE FROM task_rollup")
     select = _per_task("(SELECT * FROM llm_call_rows WHERE NOT duplicate)", "task_rows", "tool_call_rows")

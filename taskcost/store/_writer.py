@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from taskcost.store import _rollup
+from taskcost.store import _dedupe, _rollup
 from taskcost.store._base import CommitInfo, StoreBusyError, StoreUnavailableError
 from taskcost.store._rows import TABLES, PreparedBatch
 from taskcost.store._spool import (
@@ -46,7 +46,7 @@ _LINGER_S = 0.010
 # (bounded by max_batch_spans), so that a commit holds what a quarter second brings.
 _SPOOL_LINGER_S = 0.25
 _FLUSH = object()  # put in the writer's queue: commit what is gathered now (a reader waits for it)
-_KEY_EXPR = "md5_number(project || chr(31) || trace_id || span_id)"
+_KEY_EXPR = _dedupe.SPAN_KEY
 
 
 def empty_batch() -> PreparedBatch:
@@ -77,8 +77,10 @@ class Writer:
         max_batch_spans: int,
         max_queued_spans: int,
         fold_rows: int,
+        dedupe_window: int = _dedupe.DEFAULT_WINDOW,
     ) -> None:
         self._con = con
+        self._dedupe_window = dedupe_window
         self.path = path
         self._schemas = schemas
         self._max_batch_spans = max_batch_spans
@@ -231,9 +233,7 @@ class Writer:
         parts = [t for j in jobs if (t := self._table(j.batch, table)) is not None]
         return pa.concat_tables(parts) if parts else None
 
-    def _insert_all(
-        self, cur: duckdb.DuckDBPyConnection, data: dict[str, pa.Table], only_new: bool, known_responses: bool
-    ) -> None:
+    def _insert_all(self, cur: duckdb.DuckDBPyConnection, data: dict[str, pa.Table], only_new: bool) -> None:
         """Insert the commit's rows (``only_new``: those whose span key is in _taskcost_new, once each) and
         add them to the roll-ups (taskcost/store/_rollup.py), all in the caller's transaction."""
         sources: dict[str, str] = {}
@@ -256,7 +256,7 @@ class Writer:
             if "llm_call_rows" in sources:
                 rows = data["llm_call_rows"]  # (an Arrow column knows its nulls: no scan to count them)
                 with_id = None if only_new else rows.num_rows - rows.column("response_id").null_count
-                calls = _rollup.insert_calls(cur, sources["llm_call_rows"], known_responses, with_id)
+                calls = _rollup.insert_calls(cur, sources["llm_call_rows"], with_id)
             _rollup.add_to_tasks(cur, calls, sources.get("task_rows"), sources.get("tool_call_rows"))
             if calls not in (None, sources.get("llm_call_rows")):
                 _rollup.drop_stage(cur)
@@ -287,13 +287,7 @@ class Writer:
         try:
             # an empty batch asks for the task roll-up's delta to be folded in now (after a re-price, on close)
             fold_rows = self._fold_rows if all(j.batch.span_count for j in jobs) else 0
-            try:
-                new = self._store(cur, data, fold_rows, known_responses=False, seq=seq)
-            except _rollup.ResponseSeenError:
-                # a response an earlier commit stored (one call reported in two requests): store again,
-                # this time looking the commit's responses up first
-                cur.execute("ROLLBACK")
-                new = self._store(cur, data, fold_rows, known_responses=True, seq=seq)
+            new = self._store(cur, data, fold_rows, seq=seq)
         except Exception as exc:
             log.exception("write of %d batch(es) failed; nothing of them was committed", len(jobs))
             with contextlib.suppress(duckdb.Error):
@@ -309,6 +303,10 @@ class Writer:
         self._release(jobs)
         if seq:
             self._committed_up_to(seq)
+        try:
+            _dedupe.rotate_full(cur, self._dedupe_window)
+        except duckdb.Error:  # the window only grows until the next try: nothing is lost
+            log.exception("could not start a new generation of the dedupe keys")
         for j in jobs:
             if not j.seq:  # (a spool record's future is the spooler's: resolved when it was appended)
                 j.future.set_result(info)
@@ -436,7 +434,6 @@ class Writer:
         cur: duckdb.DuckDBPyConnection,
         data: dict[str, pa.Table],
         fold_rows: int,
-        known_responses: bool,
         seq: int = 0,
     ) -> int:
         """One transaction storing a commit's rows; returns how many of its spans were new."""
@@ -446,24 +443,22 @@ class Writer:
         new = n_spans
         if spans is not None:
             cur.register("_taskcost_spans", spans)
-            row = cur.execute(f"INSERT OR IGNORE INTO span_keys SELECT {_KEY_EXPR} FROM _taskcost_spans").fetchone()
-            new = int(row[0]) if row else 0
-            if new < n_spans:
-                # Some spans were committed before (a re-sent batch): redo, keeping the new ones only.
-                # (The rollback also drops the registration: register again.)
-                cur.execute("ROLLBACK")
-                cur.execute("BEGIN TRANSACTION")
-                cur.register("_taskcost_spans", spans)
+            keys = f"(SELECT {_KEY_EXPR} AS k FROM _taskcost_spans)"
+            window = _dedupe.seen("span_keys")
+            if _dedupe.count(cur, f"SELECT count(*) FROM {keys} WHERE k IN {window}"):
+                # some spans were committed before (a re-sent batch): keep the new ones only
                 cur.execute(
                     "CREATE OR REPLACE TEMP TABLE _taskcost_new AS "
-                    f"SELECT DISTINCT {_KEY_EXPR} AS k FROM _taskcost_spans "
-                    "WHERE k NOT IN (SELECT k FROM span_keys)"
+                    f"SELECT DISTINCT k FROM {keys} WHERE k NOT IN {window}"
                 )
-                row = cur.execute("INSERT INTO span_keys SELECT k FROM _taskcost_new").fetchone()
-                new = int(row[0]) if row else 0
+                new = _dedupe.count(cur, "INSERT INTO span_keys SELECT k FROM _taskcost_new")
+            else:
+                new = _dedupe.count(cur, f"INSERT INTO span_keys SELECT DISTINCT k FROM {keys}")
+                if new < n_spans:  # a span repeated within the commit: store it once
+                    cur.execute(f"CREATE OR REPLACE TEMP TABLE _taskcost_new AS SELECT DISTINCT k FROM {keys}")
             cur.unregister("_taskcost_spans")
         if new:
-            self._insert_all(cur, data, only_new=new < n_spans, known_responses=known_responses)
+            self._insert_all(cur, data, only_new=new < n_spans)
         if new < n_spans:
             cur.execute("DROP TABLE IF EXISTS _taskcost_new")
         _rollup.fold(cur, fold_rows)
