@@ -1,8 +1,9 @@
 """Re-pricing history: a book edit changes later calls at once and history on `reprice`, consistently,
-in one transaction that never blocks ingest; what changed is reported."""
+page by page without blocking ingest, one re-price at a time; what changed is reported."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -13,7 +14,7 @@ import pytest
 
 from taskcost.analytics import cost_coverage, task_summary
 from taskcost.pricing import PricingSource
-from taskcost.store import DuckDBStore
+from taskcost.store import DuckDBStore, StoreUnavailableError
 from tests.test_pricing_support import call, costs, edit_book, followed_book, ingest, ns, tool
 
 M = Decimal(1_000_000)
@@ -140,3 +141,27 @@ def test_reprice_with_no_pricing_attributes(store: DuckDBStore) -> None:
     ingest(store, [call("a", DEC2, **GPT4O)])
     report = store.reprice(Pricer(attributes=()))
     assert (report.calls, report.changed, report.after_usd) == (1, 0, LIST)
+
+
+def test_a_second_reprice_while_one_runs_is_refused(store: DuckDBStore, book: tuple[Path, PricingSource]) -> None:
+    path, source = book
+    ingest(store, [call(f"c{i}", DEC2, **GPT4O) for i in range(4)])
+    edit_book(path, V2)
+    inside, release = threading.Event(), threading.Event()
+    reports = []
+
+    def hold(phase: str, done: int, total: int) -> None:
+        inside.set()
+        release.wait(10)
+
+    first = threading.Thread(target=lambda: reports.append(store.reprice(source.current(), progress=hold, page=2)))
+    first.start()
+    try:
+        assert inside.wait(10)
+        with pytest.raises(StoreUnavailableError, match="already running"):
+            store.reprice(source.current())
+    finally:
+        release.set()
+        first.join(10)
+    assert reports and reports[0].changed == 4
+    assert store.reprice(source.current()).changed == 0  # and once it has finished, the next one runs

@@ -124,3 +124,28 @@ def test_ingest_into_the_tasks_being_repriced_goes_on_and_stays_exact(
     unpriced = dict(store.query("SELECT task_id, unpriced_calls FROM tasks").rows)
     assert unpriced == {"t1": 0, "t2": 0}  # every call priced now, the late one too
     assert store.admin_query("SELECT count(*) FROM task_rollup_delta").rows == [(0,)]
+
+
+def test_an_interrupted_reprice_leaves_exact_tasks_and_running_it_again_finishes(
+    store: DuckDBStore, book: tuple[Path, PricingSource]
+) -> None:
+    path, source = book
+    _history(store)
+    edit_book(path, V2)
+
+    def stop_after_the_first_page(phase: str, done: int, total: int) -> None:
+        if phase == "calls" and 0 < done < total:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        store.reprice(source.current(), page=2, progress=stop_after_the_first_page)
+    # the first page (2 calls) is committed with its tasks' adjustment: every task is still its calls' sum
+    partial = assert_exact(store)
+    books = store.admin_query("SELECT price_book_version FROM llm_call_rows").rows
+    assert sorted(b[0].split()[0] for b in books) == ["v1", "v1", "v1", "v2", "v2"]
+    # a re-price is one at a time, and nothing is left held by the interrupted one
+    report = store.reprice(source.current(), page=2)
+    assert report.updated == 3 and report.calls == 5
+    finished = assert_exact(store)
+    assert finished != partial
+    assert store.reprice(source.current()).changed == 0

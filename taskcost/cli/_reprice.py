@@ -134,7 +134,7 @@ def reprice(
     admin_token: AdminOption = None,
 ) -> None:
     """Price stored calls again (all history, or calls that started in [--since, --until)) with the current
-    price data, price book and clusters file, in one transaction; report what changed."""
+    price data, price book and clusters file, page by page; report what changed."""
     settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
     start, end = parse_time(since, "--since"), parse_time(until, "--until")
     server = server_for(settings, admin=True)

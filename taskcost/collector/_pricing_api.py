@@ -55,7 +55,7 @@ def pricing_router(settings: Settings, store: Store, admin_token: str | None) ->
 
     @router.post("/api/admin/reprice", tags=["admin"])
     def reprice(body: RepriceRequest, request: Request) -> dict[str, Any]:
-        """Reload the price files, then price stored calls again (one transaction). Needs the admin token."""
+        """Reload the price files, then price stored calls again (page by page). Needs the admin token."""
         check_admin(request, admin_token)
         try:
             pricer = source.reload()

@@ -89,6 +89,7 @@ class DuckDBStore:
             self._writer = Writer(con, path, self._schemas, max_batch_spans, max_queued_spans, fold_rows, dedupe_window)
         self._closed = False
         self._keys_lock = threading.Lock()
+        self._reprice_lock = threading.Lock()
         self._active_keys: dict[str, _keys.ApiKey] = {}
 
     @classmethod
@@ -302,13 +303,19 @@ class DuckDBStore:
 
     # -- re-pricing (taskcost/store/_reprice.py) -----------------------------------------------------------
     def reprice(self, pricer: Pricer, **options: Any) -> RepriceReport:
-        """Price stored calls again in one transaction (``_reprice.reprice``); returns a RepriceReport."""
+        """Price stored calls again, a transaction per page (``_reprice.reprice``); returns a RepriceReport.
+        One at a time: a second one while one runs is refused (StoreUnavailableError)."""
         from taskcost.store import _reprice
 
         if self.read_only or self._closed:
             raise StoreUnavailableError("store is closed or read-only")
-        self._caught_up(60.0)
-        report = _reprice.reprice(self._con, pricer, **options)
+        if not self._reprice_lock.acquire(blocking=False):
+            raise StoreUnavailableError("a re-price is already running; try again once it has finished")
+        try:
+            self._caught_up(60.0)
+            report = _reprice.reprice(self._con, pricer, **options)
+        finally:
+            self._reprice_lock.release()
         if not report.dry_run:
             # the re-price appended its cost changes to the task roll-up's delta: the writer folds them in
             with contextlib.suppress(Exception):

@@ -1,14 +1,22 @@
 """``taskcost reprice``: price stored calls again, and allocate self-hosted clusters' bills to their calls.
 
-All of it runs in **one transaction** on its own cursor: DuckDB's MVCC lets the single writer keep
-committing new spans meanwhile, and no reader ever sees a half re-priced history (a dry run rolls back).
-Calls are priced by the same ``Pricer.price`` as at ingest, from the same stored inputs, so a re-priced
-history is what ingest would have stored under the new prices. Rows are read page by page from a
+It runs on its own cursor, beside the single writer (DuckDB's MVCC lets the writer keep committing new spans
+meanwhile). Calls are priced by the same ``Pricer.price`` as at ingest, from the same stored inputs, so a
+re-priced history is what ingest would have stored under the new prices. Rows are read page by page from a
 snapshot of the inputs (a temporary table) and updated only where something changed.
 
-Race with ingest (server mode): the server swaps its pricer before re-pricing; a batch priced with the
-old pricer but committed after this transaction began is caught by a second, short pass over the rows
-received before the re-price started that the first pass did not see.
+Each page is its own transaction, with what it changes in its tasks' costs: ``tasks`` equals the sum of its
+calls at every commit, but a reader during a re-price sees the calls it has reached at their new prices and the
+others at their old ones. An interrupted re-price leaves the pages it committed; running it again finishes the
+job (it changes only what differs). One transaction for the whole history was the earlier design: DuckDB holds
+an update's new values in memory until a checkpoint, about 30 MB per 100k calls changed, so re-pricing 1M calls
+ran out of memory under a 256MB limit (a 512MB one would have at about 1.5M). Paged, with a checkpoint every
+``_CHECKPOINT_PAGES`` pages, the process stayed at about 270 MB RSS through 1M calls under 128MB (ad hoc runs,
+not committed). A dry run writes nothing.
+
+Race with ingest (server mode): the server swaps its pricer before re-pricing; a batch priced with the old
+pricer but committed after the snapshot was taken is caught by a second, short pass over the rows received
+before the re-price started that the snapshot did not hold.
 """
 
 from __future__ import annotations
@@ -47,6 +55,9 @@ _NEW_SCHEMA = pa.schema(
 _SET = ", ".join(f"{c} = n.{c}" for c in PRICE_COLUMNS)
 _OLD = ", ".join(f"c.{c} AS old_{c}" for c in PRICE_COLUMNS if c != "priced_at_ns")
 _MAX_WINDOWS_SHOWN = 24
+_CHECKPOINT_PAGES = 10  # try a CHECKPOINT after this many committed pages: it writes out the updates held in memory
+_SEEN = "_taskcost_reprice_seen"
+_SEEN_KEY = "md5_number(c.project || chr(31) || c.trace_id || chr(31) || c.span_id)"
 
 
 def _range(col: str, since_ns: int | None, until_ns: int | None) -> tuple[str, list[Any]]:
@@ -177,20 +188,41 @@ def _api_pass(
     now_ns: int,
     page: int,
     progress: Progress | None,
+    write: bool,
 ) -> None:
+    """The calls priced by token (not self-hosted): a snapshot, then a transaction per page (``write``: else
+    nothing is applied)."""
     total = _snapshot_api_calls(cur, pricer, where, params)
-    done = 0
+    done = pages = 0
     while done < total:
         rows = cur.execute(
             "SELECT * EXCLUDE (received_ns) FROM _taskcost_reprice WHERE rn > ? AND rn <= ? ORDER BY rn",
             [done, done + page],
         ).fetchall()
-        _apply(cur, _price_page(pricer, rows, now_ns, report))
+        changed = _price_page(pricer, rows, now_ns, report)
+        if write:
+            _in_transaction(cur, _apply, cur, changed)
+            pages += 1
+            if pages % _CHECKPOINT_PAGES == 0:
+                # (fails while the writer is inside a commit: its own automatic checkpoints then do it)
+                with contextlib.suppress(duckdb.Error):
+                    cur.execute("CHECKPOINT")
         done += len(rows)
         if progress is not None:
             progress("calls", done, total)
         if not rows:
             break
+
+
+def _in_transaction(cur: duckdb.DuckDBPyConnection, work: Callable[..., None], *args: Any) -> None:
+    cur.execute("BEGIN TRANSACTION")
+    try:
+        work(*args)
+        cur.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            cur.execute("ROLLBACK")
+        raise
 
 
 def _tool_pass(
@@ -448,18 +480,20 @@ def _catch_up(
     now_ns: int,
 ) -> None:
     """Calls received before the re-price began but committed after its snapshot: price them too."""
-    cur.execute("ALTER TABLE _taskcost_reprice RENAME TO _taskcost_reprice_seen")
-    total = _snapshot_api_calls(cur, pricer, f"{where} AND c.received_ns < ?", [*params, started_ns])
+    cur.execute(f"CREATE OR REPLACE TEMP TABLE {_SEEN} AS SELECT {_SEEN_KEY} AS k FROM _taskcost_reprice AS c")
+    cur.execute("DROP TABLE _taskcost_reprice")
+    total = _snapshot_api_calls(
+        cur,
+        pricer,
+        f"{where} AND c.received_ns < ? AND {_SEEN_KEY} NOT IN (SELECT k FROM {_SEEN})",
+        [*params, started_ns],
+    )
     if total:
-        cur.execute(
-            "DELETE FROM _taskcost_reprice r USING _taskcost_reprice_seen s "
-            "WHERE r.project = s.project AND r.trace_id = s.trace_id AND r.span_id = s.span_id"
-        )
         late = cur.execute("SELECT * EXCLUDE (received_ns) FROM _taskcost_reprice ORDER BY rn").fetchall()
         extra = RepriceReport()
         _apply(cur, _price_page(pricer, late, now_ns, extra))
         report.caught_up = extra.updated
-    cur.execute("DROP TABLE IF EXISTS _taskcost_reprice_seen")
+    cur.execute(f"DROP TABLE IF EXISTS {_SEEN}")
     cur.execute("DROP TABLE IF EXISTS _taskcost_reprice")
 
 
@@ -488,29 +522,35 @@ def reprice(
         clusters=None if pricer.clusters is None else pricer.clusters.label,
     )
     where, params = _range("c.start_ns", since_ns, until_ns)
+    write = not dry_run
     with contextlib.closing(con.cursor()) as cur:
-        cur.execute("BEGIN TRANSACTION")
         try:
-            _api_pass(cur, pricer, report, where, params, now_ns, page, progress)
-            _tool_pass(cur, pricer, report, where.replace("c.start_ns", "start_ns"), params)
+            _api_pass(cur, pricer, report, where, params, now_ns, page, progress, write)
             if progress is not None:
                 progress("clusters", 0, 1)
-            _cluster_pass(cur, pricer, report, since_ns, until_ns, now_ns)
+
+            def rest() -> None:
+                _tool_pass(cur, pricer, report, where.replace("c.start_ns", "start_ns"), params)
+                _cluster_pass(cur, pricer, report, since_ns, until_ns, now_ns)
+                if dry_run:
+                    raise _DryRun
+
+            with contextlib.suppress(_DryRun):
+                _in_transaction(cur, rest)
             if progress is not None:
                 progress("clusters", 1, 1)
-            if dry_run:
-                cur.execute("ROLLBACK")
-            else:
-                cur.execute("COMMIT")
-                cur.execute("BEGIN TRANSACTION")
-                _catch_up(cur, pricer, report, where, params, started_ns, now_ns)
-                cur.execute("COMMIT")
-        except BaseException:
+            if write:
+                _in_transaction(cur, _catch_up, cur, pricer, report, where, params, started_ns, now_ns)
+        finally:
             with contextlib.suppress(duckdb.Error):
-                cur.execute("ROLLBACK")
-            raise
+                cur.execute("DROP TABLE IF EXISTS _taskcost_reprice")
+                cur.execute(f"DROP TABLE IF EXISTS {_SEEN}")
     report.seconds = time.perf_counter() - started
     return report
+
+
+class _DryRun(Exception):
+    """Rolls the tool and cluster passes of a dry run back."""
 
 
 def cluster_costs(
