@@ -122,6 +122,26 @@ def _spool_two_records(tmp_path: Path) -> tuple[Path, Path, int]:
     return db, segment, first.span_count
 
 
+def test_replayed_records_wait_as_places_in_the_spool_and_are_read_back_to_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taskcost.store import _writer
+
+    db, _, first_spans = _spool_two_records(tmp_path)
+    read_back: list[Where] = []
+
+    def spy(where: Where) -> object:
+        read_back.append(where)
+        return read_at(where)
+
+    monkeypatch.setattr(_writer, "read_at", spy)
+    with DuckDBStore.open(db, spool=True) as store:
+        assert _count(store) > first_spans  # both records committed
+    # a backlog replayed at start is not held in memory: each record is read from its place just before its commit
+    assert [w.seq for w in read_back] == [1, 2]
+    assert read_back[0].offset == 0 and read_back[1].offset == read_back[0].size
+
+
 def test_a_record_cut_short_is_dropped_and_those_before_it_replayed(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -17,9 +17,10 @@ disk, not memory (server peak RSS 770-779 -> 695-697 MB over 600k spans, ad hoc 
 back is kept aside as it is (``*.rejected``).
 
 ``seq`` numbers records from 1 across segments. The writer appends the highest seq it has committed to
-``spool_commits``, in the same transaction as the rows, so a restart replays exactly the records after it. A
-segment is deleted once every record in it is committed. A record cut short by a crash was never acknowledged (its
-fsync had not returned) and is dropped at recovery; a complete record whose checksum fails is copied aside
+``spool_commits``, in the same transaction as the rows, so a restart replays exactly the records after it (they
+wait as places too: recovery checks each record, and a backlog is not held in memory). A segment is deleted once
+every record in it is committed. A record cut short by a crash was never acknowledged (its fsync had not returned)
+and is dropped at recovery; a complete record whose checksum fails is copied aside
 (``*.damaged``) and never silently discarded.
 """
 
@@ -117,6 +118,7 @@ class Where:
 class Record:
     seq: int
     tables: dict[str, pa.Table]
+    where: Where | None = None  # where it lies (records read from a segment file)
 
     @property
     def span_count(self) -> int:
@@ -268,8 +270,9 @@ def read_records(path: Path) -> Iterator[Record]:
     data = path.read_bytes()
     at = 0
     while at < len(data) and (found := _record_at(data, at)) is not None:
-        seq, payload, at = found
-        yield Record(seq, decode_payload(payload))
+        seq, payload, end = found
+        yield Record(seq, decode_payload(payload), Where(seq, path, at, end - at))
+        at = end
     if at < len(data):
         _cut(path, data, at)
 

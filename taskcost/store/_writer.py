@@ -118,7 +118,10 @@ class Writer:
         sp = Spool(spool_dir(self.path))
         replayed = 0
         for record in sp.recover(self._done_seq):
-            job = _Job(PreparedBatch(columns={}, span_count=record.span_count, tables=record.tables), record.seq)
+            # like a batch spooled in this run, it waits as its place in the spool (read back to be committed):
+            # a large backlog is not held in memory
+            job = _Job(PreparedBatch(columns={}, span_count=record.span_count, tables=None), record.seq)
+            job.where = record.where
             with self._queue_room:
                 self._queued_spans += job.batch.span_count
             self._queue.put(job)
