@@ -23,18 +23,14 @@ from __future__ import annotations
 
 import duckdb
 
-__all__ = ["DEFAULT_WINDOW", "KINDS", "RESPONSE_KEY", "SPAN_KEY", "count", "rebuild", "rotate_full", "seen"]
+from taskcost.store._sql import transaction
+
+__all__ = ["DEFAULT_WINDOW", "KINDS", "RESPONSE_KEY", "SPAN_KEY", "rebuild", "rotate_full", "seen"]
 
 SPAN_KEY = "md5_number(project || chr(31) || trace_id || span_id)"
 RESPONSE_KEY = "md5_number(project || chr(31) || trace_id || chr(31) || response_id)"
 KINDS = ("span_keys", "response_keys")
 DEFAULT_WINDOW = 1_000_000
-
-
-def count(cur: duckdb.DuckDBPyConnection, sql: str) -> int:
-    """The first column of the first row of ``sql`` (a count, or an INSERT's row count)."""
-    row = cur.execute(sql).fetchone()
-    return int(row[0]) if row else 0
 
 
 def seen(kind: str) -> str:
@@ -49,16 +45,11 @@ def rotate_full(cur: duckdb.DuckDBPyConnection, window: int) -> list[str]:
     full = [kind for kind, n in zip(KINDS, row or (), strict=False) if n >= window]
     if not full:
         return []
-    cur.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(cur):
         for kind in full:
             cur.execute(f"DROP TABLE {kind}_old")
             cur.execute(f"ALTER TABLE {kind} RENAME TO {kind}_old")
             cur.execute(f"CREATE TABLE {kind} (k UHUGEINT NOT NULL)")
-        cur.execute("COMMIT")
-    except BaseException:
-        cur.execute("ROLLBACK")
-        raise
     return full
 
 

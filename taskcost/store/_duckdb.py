@@ -27,6 +27,7 @@ from taskcost.store._base import (
 from taskcost.store._migrations import apply_migrations
 from taskcost.store._rows import TABLES, PreparedBatch, arrow_schema
 from taskcost.store._sandbox import check_select, scope_to_project
+from taskcost.store._sql import transaction
 from taskcost.store._writer import Writer, empty_batch
 
 __all__ = ["DuckDBStore"]
@@ -334,15 +335,8 @@ class DuckDBStore:
         if self.read_only or self._closed:
             raise StoreUnavailableError("store is closed or read-only")
         self._caught_up(60.0)
-        with contextlib.closing(self._con.cursor()) as cur:
-            cur.execute("BEGIN TRANSACTION")
-            try:
-                _rollup.rebuild(cur, self._dedupe_window)
-                cur.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(duckdb.Error):
-                    cur.execute("ROLLBACK")
-                raise
+        with contextlib.closing(self._con.cursor()) as cur, transaction(cur):
+            _rollup.rebuild(cur, self._dedupe_window)
 
     def cluster_costs(self, **options: Any) -> list[ClusterWindowCost]:
         """The self-hosted clusters' allocated windows (``_reprice.cluster_costs``)."""

@@ -37,6 +37,7 @@ from taskcost.pricing import CallPrice, ClusterWindowCost, ModelChange, Pricer, 
 from taskcost.pricing._clusters import Cluster, ServedCall, WindowAllocation, allocate_window, describe, windows
 from taskcost.store import _rollup
 from taskcost.store._rows import PRICE_COLUMNS, price_row, usage_of
+from taskcost.store._sql import count, transaction
 
 __all__ = ["Progress", "cluster_costs", "reprice"]
 
@@ -129,8 +130,7 @@ def _snapshot_api_calls(cur: duckdb.DuckDBPyConnection, pricer: Pricer, where: s
         f"WHERE c.deployment IS DISTINCT FROM 'self_hosted' AND {where}",
         paths + params,
     )
-    row = cur.execute("SELECT count(*) FROM _taskcost_reprice").fetchone()
-    return int(row[0]) if row else 0
+    return count(cur, "SELECT count(*) FROM _taskcost_reprice")
 
 
 def _price_page(
@@ -201,7 +201,8 @@ def _api_pass(
         ).fetchall()
         changed = _price_page(pricer, rows, now_ns, report)
         if write:
-            _in_transaction(cur, _apply, cur, changed)
+            with transaction(cur):
+                _apply(cur, changed)
             pages += 1
             if pages % _CHECKPOINT_PAGES == 0:
                 # (fails while the writer is inside a commit: its own automatic checkpoints then do it)
@@ -212,17 +213,6 @@ def _api_pass(
             progress("calls", done, total)
         if not rows:
             break
-
-
-def _in_transaction(cur: duckdb.DuckDBPyConnection, work: Callable[..., None], *args: Any) -> None:
-    cur.execute("BEGIN TRANSACTION")
-    try:
-        work(*args)
-        cur.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(duckdb.Error):
-            cur.execute("ROLLBACK")
-        raise
 
 
 def _tool_pass(
@@ -522,35 +512,25 @@ def reprice(
         clusters=None if pricer.clusters is None else pricer.clusters.label,
     )
     where, params = _range("c.start_ns", since_ns, until_ns)
-    write = not dry_run
     with contextlib.closing(con.cursor()) as cur:
         try:
-            _api_pass(cur, pricer, report, where, params, now_ns, page, progress, write)
+            _api_pass(cur, pricer, report, where, params, now_ns, page, progress, write=not dry_run)
             if progress is not None:
                 progress("clusters", 0, 1)
-
-            def rest() -> None:
+            with transaction(cur, commit=not dry_run):  # a dry run rolls its tool and cluster passes back
                 _tool_pass(cur, pricer, report, where.replace("c.start_ns", "start_ns"), params)
                 _cluster_pass(cur, pricer, report, since_ns, until_ns, now_ns)
-                if dry_run:
-                    raise _DryRun
-
-            with contextlib.suppress(_DryRun):
-                _in_transaction(cur, rest)
             if progress is not None:
                 progress("clusters", 1, 1)
-            if write:
-                _in_transaction(cur, _catch_up, cur, pricer, report, where, params, started_ns, now_ns)
+            if not dry_run:
+                with transaction(cur):
+                    _catch_up(cur, pricer, report, where, params, started_ns, now_ns)
         finally:
             with contextlib.suppress(duckdb.Error):
                 cur.execute("DROP TABLE IF EXISTS _taskcost_reprice")
                 cur.execute(f"DROP TABLE IF EXISTS {_SEEN}")
     report.seconds = time.perf_counter() - started
     return report
-
-
-class _DryRun(Exception):
-    """Rolls the tool and cluster passes of a dry run back."""
 
 
 def cluster_costs(

@@ -24,7 +24,8 @@ from __future__ import annotations
 import duckdb
 
 from taskcost.store import _dedupe
-from taskcost.store._dedupe import RESPONSE_KEY, count
+from taskcost.store._dedupe import RESPONSE_KEY
+from taskcost.store._sql import count
 
 __all__ = [
     "FOLD_ROWS",

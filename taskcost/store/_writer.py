@@ -34,6 +34,7 @@ from taskcost.store._spool import (
     set_aside_raw,
     spool_dir,
 )
+from taskcost.store._sql import count
 
 __all__ = ["Writer", "empty_batch"]
 
@@ -448,15 +449,15 @@ class Writer:
             cur.register("_taskcost_spans", spans)
             keys = f"(SELECT {_KEY_EXPR} AS k FROM _taskcost_spans)"
             window = _dedupe.seen("span_keys")
-            if _dedupe.count(cur, f"SELECT count(*) FROM {keys} WHERE k IN {window}"):
+            if count(cur, f"SELECT count(*) FROM {keys} WHERE k IN {window}"):
                 # some spans were committed before (a re-sent batch): keep the new ones only
                 cur.execute(
                     "CREATE OR REPLACE TEMP TABLE _taskcost_new AS "
                     f"SELECT DISTINCT k FROM {keys} WHERE k NOT IN {window}"
                 )
-                new = _dedupe.count(cur, "INSERT INTO span_keys SELECT k FROM _taskcost_new")
+                new = count(cur, "INSERT INTO span_keys SELECT k FROM _taskcost_new")
             else:
-                new = _dedupe.count(cur, f"INSERT INTO span_keys SELECT DISTINCT k FROM {keys}")
+                new = count(cur, f"INSERT INTO span_keys SELECT DISTINCT k FROM {keys}")
                 if new < n_spans:  # a span repeated within the commit: store it once
                     cur.execute(f"CREATE OR REPLACE TEMP TABLE _taskcost_new AS SELECT DISTINCT k FROM {keys}")
             cur.unregister("_taskcost_spans")
