@@ -3,6 +3,7 @@ re-price's own transaction (``tasks`` merges it), and the writer folds them in; 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -149,3 +150,33 @@ def test_an_interrupted_reprice_leaves_exact_tasks_and_running_it_again_finishes
     finished = assert_exact(store)
     assert finished != partial
     assert store.reprice(source.current()).changed == 0
+
+
+def test_a_reprice_of_many_pages_checkpoints_beside_a_busy_writer(
+    store: DuckDBStore, book: tuple[Path, PricingSource], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taskcost.store import _reprice
+
+    path, source = book
+    store.write(batch([llm(f"h{i}", task=f"t{i % 4}") for i in range(24)], 1))
+    edit_book(path, V2)
+    monkeypatch.setattr(_reprice, "_CHECKPOINT_PAGES", 2)  # a CHECKPOINT tried every other page, mid-ingest
+    stop, written = threading.Event(), []
+
+    def ingest() -> None:  # the writer commits all along, into other tasks and into the ones being repriced
+        i = 0
+        while not stop.is_set():
+            written.append(store.write(batch([llm(f"n{i}", task=f"t{i % 6}")], 10 + i), timeout=10).spans)
+            i += 1
+
+    writer = threading.Thread(target=ingest)
+    writer.start()
+    try:
+        report = store.reprice(source.current(), page=2)
+    finally:
+        stop.set()
+        writer.join(10)
+    assert report.calls >= 24 and len(written) > 0
+    assert_exact(store)
+    books = dict(store.admin_query("SELECT span_id, price_book_version FROM llm_call_rows").rows)
+    assert all(books[f"h{i}"].startswith("v2") for i in range(24))

@@ -205,7 +205,8 @@ def _api_pass(
                 _apply(cur, changed)
             pages += 1
             if pages % _CHECKPOINT_PAGES == 0:
-                # (fails while the writer is inside a commit: its own automatic checkpoints then do it)
+                # (DuckDB checkpoints beside an open write transaction, the writer's; should it refuse, the
+                # writer's automatic checkpoints still come)
                 with contextlib.suppress(duckdb.Error):
                     cur.execute("CHECKPOINT")
         done += len(rows)
