@@ -25,9 +25,15 @@ import duckdb
 
 from taskcost.store._sql import transaction
 
-__all__ = ["DEFAULT_WINDOW", "KINDS", "RESPONSE_KEY", "SPAN_KEY", "rebuild", "rotate_full", "seen"]
+__all__ = ["DEFAULT_WINDOW", "KINDS", "RESPONSE_KEY", "rebuild", "rotate_full", "seen", "span_key"]
 
-SPAN_KEY = "md5_number(project || chr(31) || trace_id || span_id)"
+
+def span_key(table: str = "") -> str:
+    """A span's key (of ``table``'s columns when given: an alias, for a query that joins)."""
+    t = f"{table}." if table else ""
+    return f"md5_number({t}project || chr(31) || {t}trace_id || {t}span_id)"
+
+
 RESPONSE_KEY = "md5_number(project || chr(31) || trace_id || chr(31) || response_id)"
 KINDS = ("span_keys", "response_keys")
 DEFAULT_WINDOW = 1_000_000
@@ -59,7 +65,7 @@ def rebuild(cur: duckdb.DuckDBPyConnection, window: int) -> None:
     for kind in KINDS:
         cur.execute(f"DELETE FROM {kind}")
         cur.execute(f"DELETE FROM {kind}_old")
-    cur.execute(f"INSERT INTO span_keys SELECT {SPAN_KEY} FROM spans ORDER BY received_ns DESC LIMIT {int(window)}")
+    cur.execute(f"INSERT INTO span_keys SELECT {span_key()} FROM spans ORDER BY received_ns DESC LIMIT {int(window)}")
     cur.execute(
         f"INSERT INTO response_keys SELECT {RESPONSE_KEY} FROM llm_call_rows "
         f"WHERE response_id IS NOT NULL AND NOT duplicate ORDER BY received_ns DESC LIMIT {int(window)}"

@@ -36,6 +36,7 @@ import pyarrow as pa
 from taskcost.pricing import CallPrice, ClusterWindowCost, ModelChange, Pricer, RepriceReport, pricing_inputs
 from taskcost.pricing._clusters import Cluster, ServedCall, WindowAllocation, allocate_window, describe, windows
 from taskcost.store import _rollup
+from taskcost.store._dedupe import span_key
 from taskcost.store._rows import PRICE_COLUMNS, price_row, usage_of
 from taskcost.store._sql import count, transaction
 
@@ -58,7 +59,7 @@ _OLD = ", ".join(f"c.{c} AS old_{c}" for c in PRICE_COLUMNS if c != "priced_at_n
 _MAX_WINDOWS_SHOWN = 24
 _CHECKPOINT_PAGES = 10  # try a CHECKPOINT after this many committed pages: it writes out the updates held in memory
 _SEEN = "_taskcost_reprice_seen"
-_SEEN_KEY = "md5_number(c.project || chr(31) || c.trace_id || chr(31) || c.span_id)"
+_SEEN_KEY = span_key("c")
 
 
 def _range(col: str, since_ns: int | None, until_ns: int | None) -> tuple[str, list[Any]]:

@@ -47,7 +47,6 @@ _LINGER_S = 0.010
 # (bounded by max_batch_spans), so that a commit holds what a quarter second brings.
 _SPOOL_LINGER_S = 0.25
 _FLUSH = object()  # put in the writer's queue: commit what is gathered now (a reader waits for it)
-_KEY_EXPR = _dedupe.SPAN_KEY
 
 
 def empty_batch() -> PreparedBatch:
@@ -56,15 +55,20 @@ def empty_batch() -> PreparedBatch:
 
 
 class _Job:
-    __slots__ = ("batch", "future", "queued", "seq", "where")
+    __slots__ = ("batch", "future", "queued", "where")
 
-    def __init__(self, batch: PreparedBatch, seq: int = 0) -> None:
+    def __init__(self, batch: PreparedBatch, where: Where | None = None) -> None:
         self.batch = batch
         self.future: Future[CommitInfo] = Future()
-        self.seq = seq  # its spool record (0: not spooled); its future resolved when it was spooled
         self.queued = True  # its spans count in queued_spans (until it is committed, refused or set aside)
-        # a spooled batch waits for the writer as a place in the spool, not as tables in memory (read back to commit)
-        self.where: Where | None = None
+        # its spool record: a spooled batch waits for the writer as its place there, not as tables in memory
+        # (read back to be committed); None: not spooled
+        self.where = where
+
+    @property
+    def seq(self) -> int:
+        """Its spool record's number (0: not spooled; its future was resolved when it was spooled)."""
+        return self.where.seq if self.where is not None else 0
 
 
 class Writer:
@@ -121,8 +125,7 @@ class Writer:
         for record in sp.recover(self._done_seq):
             # like a batch spooled in this run, it waits as its place in the spool (read back to be committed):
             # a large backlog is not held in memory
-            job = _Job(PreparedBatch(columns={}, span_count=record.span_count, tables=None), record.seq)
-            job.where = record.where
+            job = _Job(PreparedBatch(columns={}, span_count=record.span_count), record.where)
             with self._queue_room:
                 self._queued_spans += job.batch.span_count
             self._queue.put(job)
@@ -248,7 +251,7 @@ class Writer:
                 if only_new:  # staged once, so that the rows stored and the rows added up are the same
                     cur.execute(
                         f"CREATE OR REPLACE TEMP TABLE _taskcost_new_{table} AS SELECT * FROM {name} "
-                        f"WHERE {_KEY_EXPR} IN (SELECT k FROM _taskcost_new) "
+                        f"WHERE {_dedupe.span_key()} IN (SELECT k FROM _taskcost_new) "
                         "QUALIFY row_number() OVER (PARTITION BY project, trace_id, span_id) = 1"
                     )
                     name = f"_taskcost_new_{table}"
@@ -353,15 +356,16 @@ class Writer:
                     break
             else:
                 self.failed_batches += 1
-                if j.batch.tables is None and j.where is not None:  # not readable back: keep its bytes as they are
-                    try:
-                        where = set_aside_raw(spool_dir(self.path), j.where)
-                    except OSError:
-                        log.exception("spool record %d can be neither read back nor kept: lost", j.seq)
-                        where = j.where.path
-                else:
-                    where = set_aside(spool_dir(self.path), j.seq, j.batch.tables or {})
-                log.error("spool record %d (%d spans) not committable; kept in %s", j.seq, j.batch.span_count, where)
+                try:
+                    if j.batch.tables is None and j.where is not None:  # not readable back: keep its bytes as they are
+                        kept = set_aside_raw(spool_dir(self.path), j.where)
+                    else:
+                        kept = set_aside(spool_dir(self.path), j.seq, j.batch.tables or {})
+                    log.error("spool record %d (%d spans) not committable; kept in %s", j.seq, j.batch.span_count, kept)
+                except OSError:
+                    log.exception(
+                        "spool record %d (%d spans) can be neither committed nor kept: lost", j.seq, j.batch.span_count
+                    )
                 with contextlib.suppress(duckdb.Error):
                     cur.execute("INSERT INTO spool_commits VALUES (?)", [j.seq])
                 self._release([j])
@@ -415,7 +419,7 @@ class Writer:
             self._fail(ready, exc)
             return
         for j, where in zip(ready, places, strict=True):
-            j.seq, j.where = where.seq, where
+            j.where = where
             j.batch = PreparedBatch(columns={}, span_count=j.batch.span_count)  # the spool holds it now
             self._queue.put(j)
         with self._progress:
@@ -447,7 +451,7 @@ class Writer:
         new = n_spans
         if spans is not None:
             cur.register("_taskcost_spans", spans)
-            keys = f"(SELECT {_KEY_EXPR} AS k FROM _taskcost_spans)"
+            keys = f"(SELECT {_dedupe.span_key()} AS k FROM _taskcost_spans)"
             window = _dedupe.seen("span_keys")
             if count(cur, f"SELECT count(*) FROM {keys} WHERE k IN {window}"):
                 # some spans were committed before (a re-sent batch): keep the new ones only
