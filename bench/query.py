@@ -113,7 +113,7 @@ def load_live(store: DuckDBStore, spans: int = 65_000) -> None:
         f.result(600)
 
 
-SERVER_MEMORY_LIMIT: str = Settings.model_fields["memory_limit"].default
+SERVER_MEMORY_LIMIT: str | None = None  # None: the server's default on this machine (Settings.server_memory_limit)
 LIVE_SPANS = 65_000
 LIVE = "_live_spans_per_s"  # (not a query) spans/s of the live traffic through the writer into the loaded store
 
@@ -132,7 +132,7 @@ def run_queries(sizes: tuple[int, ...] = (1_000_000, 10_000_000), repeats: int =
             with DuckDBStore.open(
                 db,
                 max_queued_spans=10**9,
-                memory_limit=SERVER_MEMORY_LIMIT,
+                memory_limit=SERVER_MEMORY_LIMIT or Settings().server_memory_limit(),
                 threads=Settings().server_duckdb_threads(),  # the server's default on this machine
             ) as store:
                 live = time.perf_counter()

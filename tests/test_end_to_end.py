@@ -10,7 +10,7 @@ import sys
 import time
 from decimal import Decimal
 
-from tests.conftest import REPO, Server, cli_env, run_cli
+from tests.conftest import REPO, Server, cli_env, free_port, run_cli, start_server, stop_server
 
 M = Decimal(1_000_000)
 # Published list prices (USD per million tokens), as the providers' pricing pages give them:
@@ -115,3 +115,16 @@ def test_agent_without_a_collector_runs_and_exits(tmp_path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - started < 25
+
+
+def test_the_server_applies_its_duckdb_memory_limit(tmp_path) -> None:
+    """The served DuckDB gets the default limit of 128MB per DuckDB thread (two threads here: 256MB, which
+    DuckDB shows as 244.1 MiB), not DuckDB's own default of 80% of the machine's memory."""
+    srv = start_server(
+        tmp_path / "m.duckdb", free_port(), tmp_path / "server.log", env={"TASKCOST_DUCKDB_THREADS": "2"}
+    )
+    try:
+        rows = _sql(srv, "SELECT current_setting('memory_limit') AS m, current_setting('threads') AS t")
+    finally:
+        stop_server(srv)
+    assert rows == [{"m": "244.1 MiB", "t": 2}]

@@ -234,3 +234,16 @@ def test_duckdb_threads_default_leaves_the_decode_workers_their_cores(monkeypatc
     monkeypatch.setattr("os.cpu_count", lambda: 8)
     assert Settings(decode_workers=1).server_duckdb_threads() == 6
     assert Settings(decode_workers=1, duckdb_threads=3).server_duckdb_threads() == 3  # the setting wins
+
+
+def test_memory_limit_default_is_128mb_per_duckdb_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from taskcost.settings import Settings
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert Settings(decode_workers=2).server_memory_limit() == "128MB"
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert Settings(decode_workers=2).server_memory_limit() == "640MB"  # 5 DuckDB threads
+    assert Settings(decode_workers=2, duckdb_threads=2).server_memory_limit() == "256MB"
+    assert Settings(decode_workers=2, memory_limit="1GB").server_memory_limit() == "1GB"  # the setting wins
+    monkeypatch.setenv("TASKCOST_MEMORY_LIMIT", "300MB")
+    assert Settings().server_memory_limit() == "300MB"

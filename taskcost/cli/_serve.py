@@ -63,7 +63,7 @@ def serve(
             max_queued_spans=settings.max_queued_spans,
             dedupe_window=settings.dedupe_window_spans,
             spool=settings.spool,
-            memory_limit=settings.memory_limit,
+            memory_limit=settings.server_memory_limit(),
             threads=settings.server_duckdb_threads(),
         )
     except StoreUnavailableError as exc:
