@@ -34,7 +34,8 @@ def _settings(run: Any) -> str:
 
     workers = run.decode_workers if run.decode_workers is not None else default_decode_workers()
     limit = f", memory_limit {run.memory_limit}" if run.memory_limit else ""
-    return f"decode_workers {workers}, spool {'on' if run.spool else 'off'}{limit}"
+    grpc = ", OTLP/gRPC (protobuf only)" if run.grpc else ""
+    return f"decode_workers {workers}, spool {'on' if run.spool else 'off'}{limit}{grpc}"
 
 
 def main() -> None:
@@ -72,6 +73,7 @@ def main() -> None:
             *(run_ingest(size, senders=args.senders, decode_workers=w) for w in (0, 1, 2) if w != workers),
             run_ingest(size, senders=args.senders, spool=False),
             run_ingest(size, senders=args.senders, memory_limit="512MB"),  # the default before 128MB per DuckDB thread
+            run_ingest(size, senders=args.senders, grpc=True),
         ]
         # sustained: 5x longer, so that DuckDB's cache, its indexes and the queue reach what a running collector holds
         long = run_ingest(size * 5, senders=args.senders)

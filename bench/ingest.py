@@ -1,5 +1,6 @@
 """Ingest: the real collector in its durable mode (a 200 only once the batch is fsynced, to the spool by default,
-else by the DuckDB commit) under several concurrent senders posting protobuf and JSON batches; spans/s until every
+else by the DuckDB commit) under several concurrent senders posting protobuf and JSON batches (or exporting protobuf
+over OTLP/gRPC, as one of the other settings); spans/s until every
 span is queryable, against the same run's decode-and-extract ceiling; the collector's memory; and how long a query
 waits, under that load, for every span acknowledged before it (reads see their writes)."""
 
@@ -45,6 +46,7 @@ class IngestResult:
     peak_pss_mb: float = float("nan")  # the same for PSS: shared library pages counted once across processes
     rss_by_process_mb: tuple[float, ...] = ()  # each process's own peak (VmHWM): the server first
     read_wait_s: tuple[float, ...] = ()  # under load, a count(*) query's latency: it waits for what was acknowledged
+    grpc: bool = False  # sent over OTLP/gRPC (protobuf only) instead of OTLP/HTTP
 
     @property
     def ratio(self) -> float:
@@ -117,9 +119,12 @@ def _metric(text: str, name: str) -> float:
     return float("nan")
 
 
-def _send(url: str, bodies: list[tuple[bytes, str, int]], refused: Any, cpu: Any) -> None:
+def _send(url: str, bodies: list[tuple[bytes, str, int]], refused: Any, cpu: Any, grpc_endpoint: str | None) -> None:
     try:
-        _post_all(url, bodies, refused)
+        if grpc_endpoint is None:
+            _post_all(url, bodies, refused)
+        else:
+            _export_all(grpc_endpoint, bodies, refused)
     finally:
         with cpu.get_lock():
             cpu.value += time.process_time()
@@ -137,6 +142,27 @@ def _post_all(url: str, bodies: list[tuple[bytes, str, int]], refused: Any) -> N
                 with refused.get_lock():
                     refused.value += 1
                 time.sleep(float(r.headers.get("Retry-After", "1")))
+
+
+def _export_all(endpoint: str, bodies: list[tuple[bytes, str, int]], refused: Any) -> None:
+    """As an OTLP/gRPC exporter sends: each body is one Export call (UNAVAILABLE is retried)."""
+    import grpc
+
+    from taskcost.collector._grpc import EXPORT_METHOD
+
+    with grpc.insecure_channel(endpoint) as channel:
+        export = channel.unary_unary(EXPORT_METHOD, request_serializer=None, response_deserializer=None)
+        for body, _, _ in bodies:
+            while True:
+                try:
+                    export(body, timeout=60)
+                    break
+                except grpc.RpcError as exc:
+                    if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                        raise RuntimeError(f"{exc.code()}: {exc.details()}") from None
+                    with refused.get_lock():
+                        refused.value += 1
+                    time.sleep(1.0)
 
 
 def _status_kb(pid: int, field: str, path: str = "status") -> int:
@@ -193,13 +219,15 @@ def run_ingest(
     decode_workers: int | None = None,
     spool: bool = True,
     memory_limit: str | None = None,
+    grpc: bool = False,
 ) -> IngestResult:
-    """One ingest run. ``decode_workers``, ``spool``, ``memory_limit``: the collector's settings (None: default)."""
-    bodies = _bodies(total, json_share)
+    """One ingest run. ``decode_workers``, ``spool``, ``memory_limit``: the collector's settings (None: default).
+    ``grpc``: the senders export protobuf over OTLP/gRPC (``json_share`` is then 0)."""
+    bodies = _bodies(total, 0.0 if grpc else json_share)
     n = sum(b[2] for b in bodies)
     ceil = ceiling(bodies[: max(1, len(bodies) // 3)], repeats=5)
     with tempfile.TemporaryDirectory() as tmp:
-        db, port = Path(tmp) / "bench.duckdb", _free_port()
+        db, port, grpc_port = Path(tmp) / "bench.duckdb", _free_port(), _free_port() if grpc else 0
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -211,7 +239,7 @@ def run_ingest(
                 "--port",
                 str(port),
                 "--grpc-port",
-                "0",
+                str(grpc_port),
                 "--no-dashboards",
             ],
             stdout=subprocess.DEVNULL,
@@ -233,7 +261,8 @@ def run_ingest(
                     time.sleep(0.1)
             refused, sender_cpu = mp.Value("i", 0), mp.Value("d", 0.0)
             parts = [bodies[i::senders] for i in range(senders)]
-            workers = [mp.Process(target=_send, args=(url, part, refused, sender_cpu)) for part in parts]
+            endpoint = f"127.0.0.1:{grpc_port}" if grpc else None
+            workers = [mp.Process(target=_send, args=(url, part, refused, sender_cpu, endpoint)) for part in parts]
             cpu0 = _cpu_s(_tree(proc.pid))
             sampler, waits, stop = _Sampler(proc.pid), [], threading.Event()
             reader = threading.Thread(target=_read_waits, args=(url, stop, waits), daemon=True)
@@ -282,4 +311,5 @@ def run_ingest(
         peak_pss_mb=sampler.pss_kb / 1024,
         rss_by_process_mb=tuple(peaks),
         read_wait_s=tuple(waits),
+        grpc=grpc,
     )

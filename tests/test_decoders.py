@@ -13,12 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from google.rpc import error_details_pb2
 
 from bench.traffic import requests, to_json
 from taskcost.collector import create_app
+from taskcost.collector._grpc import EXPORT_METHOD, RETRY_INFO_TRAILER, start_grpc_server
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
 from tests.conftest import free_port, start_server
@@ -113,6 +116,55 @@ def test_a_dead_worker_fails_only_what_it_held_and_is_replaced(apps: dict[str, A
     # the same spans twice (before and after the death): stored once
     n = store.admin_query("SELECT count(*) FROM spans").rows[0][0]
     assert n == len(sample_request().resource_spans[0].scope_spans[0].spans)
+
+
+def _grpc_export(endpoint: str, body: bytes) -> grpc.RpcError | None:
+    with grpc.insecure_channel(endpoint) as channel:
+        call = channel.unary_unary(EXPORT_METHOD, request_serializer=None, response_deserializer=None)
+        try:
+            call(body, timeout=30)
+        except grpc.RpcError as exc:
+            return exc
+    return None
+
+
+def test_grpc_is_decoded_by_the_workers_too(apps: dict[str, Any]) -> None:
+    """Given the app's pool, the gRPC receiver decodes in its worker (the pool starts with the first gRPC call): the
+    same rows as HTTP decoded in-process; a dead worker is UNAVAILABLE with a RetryInfo, and the next call lands."""
+    _, store, decoders = apps["worker"]
+    assert _workers() == []  # nothing has used the pool yet
+    receiver = start_grpc_server(store, Settings(db=store.path, grpc_port=free_port()), decoders=decoders)
+    assert receiver is not None
+    endpoint = f"127.0.0.1:{receiver.port}"
+    try:
+        bodies = [req.SerializeToString() for req in requests(1_500, seed=12)]
+        for body in bodies:
+            assert _grpc_export(endpoint, body) is None
+            assert apps["inproc"][0].post("/v1/traces", content=body, headers=PB).status_code == 200
+        (pid,) = _workers()  # the gRPC calls started the worker
+        for table in ("spans", "llm_call_rows", "tool_call_rows", "task_rows"):
+            rows = [apps[name][1].admin_query(_COMPARED.format(table=table)).rows for name in ("inproc", "worker")]
+            assert rows[0] == rows[1], table
+            assert rows[0], f"{table} is empty: the comparison would prove nothing"
+        before = store.admin_query("SELECT count(*) FROM spans").rows[0][0]
+        os.kill(pid, signal.SIGKILL)
+        body = sample_request().SerializeToString()
+        deadline, errors = time.monotonic() + 30, []
+        while time.monotonic() < deadline:
+            err = _grpc_export(endpoint, body)
+            if err is None:
+                break
+            errors.append(err)
+            assert err.code() == grpc.StatusCode.UNAVAILABLE, err
+            assert "nothing of it was kept" in (err.details() or "")
+            trailers = dict(err.trailing_metadata() or ())
+            assert error_details_pb2.RetryInfo.FromString(trailers[RETRY_INFO_TRAILER]).retry_delay.seconds > 0
+        assert errors and err is None, errors  # the call the dead worker held failed; the next pool took it
+        assert _workers() and pid not in _workers()
+    finally:
+        receiver.stop(1)
+    added = store.admin_query("SELECT count(*) FROM spans").rows[0][0] - before
+    assert added == len(sample_request().resource_spans[0].scope_spans[0].spans)  # the failed call kept nothing
 
 
 def _children(pid: int) -> list[int]:

@@ -93,6 +93,12 @@ def _ready() -> bool:
 
 
 # -- in the serving process ----------------------------------------------------------------------------------------
+def _ingested(result: tuple[dict[str, bytes], int, int, list[str]]) -> Ingested:
+    tables_ipc, spans, rejected, messages = result
+    tables = {name: _table(stream) for name, stream in tables_ipc.items()}
+    return Ingested(PreparedBatch(columns={}, span_count=spans, tables=tables, streams=tables_ipc), rejected, messages)
+
+
 class DecodePool:
     """``workers`` child processes (started with ``spawn``: the serving process has threads and an open database,
     which a fork would copy mid-flight). Started on first use, or by ``start()``."""
@@ -137,17 +143,24 @@ class DecodePool:
         DecodersUnavailable when the worker died."""
         pool = self._executor()
         try:
-            tables_ipc, spans, rejected, messages = await asyncio.wrap_future(
-                pool.submit(_work, body, protobuf, project)
-            )
+            result = await asyncio.wrap_future(pool.submit(_work, body, protobuf, project))
         except BrokenProcessPool:
-            log.error("a decode worker died; starting new ones for the next requests")
-            self._discard(pool)
-            raise DecodersUnavailable("the decode worker holding this request died; nothing of it was kept") from None
-        tables = {name: _table(stream) for name, stream in tables_ipc.items()}
-        return Ingested(
-            PreparedBatch(columns={}, span_count=spans, tables=tables, streams=tables_ipc), rejected, messages
-        )
+            raise self._died(pool) from None
+        return _ingested(result)
+
+    def decode_blocking(self, body: bytes, *, protobuf: bool, project: str | None) -> Ingested:
+        """``decode`` for a thread that may wait (the gRPC receiver's); the same errors."""
+        pool = self._executor()
+        try:
+            result = pool.submit(_work, body, protobuf, project).result()
+        except BrokenProcessPool:
+            raise self._died(pool) from None
+        return _ingested(result)
+
+    def _died(self, pool: ProcessPoolExecutor) -> DecodersUnavailable:
+        log.error("a decode worker died; starting new ones for the next requests")
+        self._discard(pool)
+        return DecodersUnavailable("the decode worker holding this request died; nothing of it was kept")
 
     def close(self) -> None:
         with self._lock:

@@ -1,14 +1,14 @@
 """OTLP/gRPC trace intake: `opentelemetry.proto.collector.trace.v1.TraceService/Export` on `grpc_port` (4317).
 
-The same path as OTLP/HTTP (_ingest: decode -> normalise -> price), the same store, and the spec's answers in gRPC
-terms:
+The same path as OTLP/HTTP (_ingest: decode -> normalise -> price; in the decode worker processes when the server has
+them, as HTTP bodies are), the same store, and the spec's answers in gRPC terms:
 
 - a body that is not an ExportTraceServiceRequest: INVALID_ARGUMENT (not retryable). The request is decoded here,
   not by grpc, which would answer INTERNAL;
 - a message above `max_body_bytes`: RESOURCE_EXHAUSTED (grpc's own limit, set to the same size as HTTP's);
-- the store could not commit: UNAVAILABLE with a RetryInfo, both in `grpc-status-details-bin` (google.rpc.Status,
-  read by .NET and the Collector) and in the `google.rpc.retryinfo-bin` trailer (the only place the Python exporter
-  reads it); nothing of the batch is kept;
+- the store could not commit, or the decode worker holding the request died: UNAVAILABLE with a RetryInfo, both in
+  `grpc-status-details-bin` (google.rpc.Status, read by .NET and the Collector) and in the `google.rpc.retryinfo-bin`
+  trailer (the only place the Python exporter reads it); nothing of the batch is kept;
 - spans with bad ids: OK with `partial_success` (rejected count and message), the rest stored;
 - once API keys exist, the same ingest-key check as HTTP, on the call's metadata (`authorization: Bearer <key>`):
   no or a bad key is UNAUTHENTICATED, a key of the wrong kind PERMISSION_DENIED; the key decides the project.
@@ -22,13 +22,14 @@ import collections
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
+from taskcost.collector._decoders import DecodersUnavailable
 from taskcost.collector._ingest import (
     RETRY_AFTER_S,
     STORE_FAILED,
@@ -39,6 +40,9 @@ from taskcost.collector._ingest import (
 from taskcost.normalize import DecodeError, NormalizeRules
 from taskcost.settings import Settings
 from taskcost.store import Store
+
+if TYPE_CHECKING:
+    from taskcost.collector._decoders import DecodePool
 
 __all__ = ["EXPORT_METHOD", "GrpcReceiver", "ingest_key_check", "start_grpc_server"]
 
@@ -100,10 +104,13 @@ def unavailable_status(message: str, retry_after_s: int = RETRY_AFTER_S) -> Any:
 
 
 class _TraceService:
-    def __init__(self, store: Store, rules: NormalizeRules, authenticate: Authenticate | None) -> None:
+    def __init__(
+        self, store: Store, rules: NormalizeRules, authenticate: Authenticate | None, decoders: DecodePool | None
+    ) -> None:
         self.store = store
         self.rules = rules
         self.authenticate = authenticate
+        self.decoders = decoders
 
     def export(self, body: bytes, context: grpc.ServicerContext) -> bytes:
         project = None
@@ -115,11 +122,16 @@ class _TraceService:
                 code = exc.code if isinstance(exc, _Refused) else grpc.StatusCode.UNAUTHENTICATED
                 context.abort(code, str(exc) or "unauthenticated")
         try:
-            ingested = decode_and_prepare(body, protobuf=True, rules=self.rules, project=project)
+            if self.decoders is not None:
+                ingested = self.decoders.decode_blocking(body, protobuf=True, project=project)
+            else:
+                ingested = decode_and_prepare(body, protobuf=True, rules=self.rules, project=project)
         except DecodeError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except RecursionError:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "request is nested too deeply to decode")
+        except DecodersUnavailable as exc:
+            context.abort_with_status(unavailable_status(f"{exc}; retry shortly"))
         if ingested.prepared.span_count:
             remaining = context.time_remaining()
             wait = COMMIT_WAIT_S if remaining is None else max(0.0, min(remaining, COMMIT_WAIT_S))
@@ -154,15 +166,17 @@ def start_grpc_server(
     *,
     rules: NormalizeRules | None = None,
     authenticate: Authenticate | None = None,
+    decoders: DecodePool | None = None,
 ) -> GrpcReceiver | None:
     """Serve OTLP/gRPC on `settings.host:settings.grpc_port`; None when `grpc_port` is 0 (the receiver is off).
 
-    `authenticate` defaults to the HTTP receiver's ingest-key check. Raises OSError when the address cannot be
-    bound (e.g. the port is taken)."""
+    `authenticate` defaults to the HTTP receiver's ingest-key check. `decoders`: the HTTP app's decode pool
+    (`app.state.decoders`), to decode in its worker processes (None: in the calling gRPC thread). Raises OSError when
+    the address cannot be bound (e.g. the port is taken)."""
     if settings.grpc_port == 0:
         return None
     check = authenticate if authenticate is not None else ingest_key_check(store)
-    service = _TraceService(store, rules or rules_from_settings(settings), check)
+    service = _TraceService(store, rules or rules_from_settings(settings), check, decoders)
     handler = grpc.method_handlers_generic_handler(
         SERVICE,
         # no (de)serializers: the body is decoded by the shared path, so undecodable input is INVALID_ARGUMENT
