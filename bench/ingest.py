@@ -239,8 +239,7 @@ def run_ingest(
                 "--port",
                 str(port),
                 "--grpc-port",
-                str(grpc_port),
-                "--no-dashboards",
+                str(grpc_port),  # the dashboards stay mounted, as `taskcost serve` runs by default
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
