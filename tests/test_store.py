@@ -247,3 +247,24 @@ def test_memory_limit_default_is_128mb_per_duckdb_thread(monkeypatch: pytest.Mon
     assert Settings(decode_workers=2, memory_limit="1GB").server_memory_limit() == "1GB"  # the setting wins
     monkeypatch.setenv("TASKCOST_MEMORY_LIMIT", "300MB")
     assert Settings().server_memory_limit() == "300MB"
+
+
+def test_a_query_out_of_memory_is_a_400_that_says_which_setting_to_raise(tmp_path: Path) -> None:
+    """DuckDB's advice (SET memory_limit, SET threads) cannot be followed through the sandbox: the error names the
+    server's setting instead; the store stays usable."""
+    from fastapi.testclient import TestClient
+
+    from taskcost.collector import create_app
+    from taskcost.settings import Settings
+
+    store = DuckDBStore.open(tmp_path / "m.duckdb", memory_limit="32MB", threads=1)
+    with store, TestClient(create_app(Settings(db=store.path), store, dashboards=False)) as client:
+        big = "SELECT string_agg(i::VARCHAR, ',') FROM range(20000000) t(i)"
+        r = client.post("/api/sql", json={"sql": big})
+        assert r.status_code == 400, r.text
+        message = r.json()["message"]
+        assert message.startswith("Out of Memory Error")
+        assert "memory_limit (30.5 MiB)" in message and "TASKCOST_MEMORY_LIMIT" in message
+        assert "SET memory_limit" not in message
+        ok = client.post("/api/sql", json={"sql": "SELECT count(*) FROM spans"})
+        assert ok.status_code == 200 and ok.json()["rows"] == [[0]]

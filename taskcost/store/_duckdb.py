@@ -234,6 +234,8 @@ class DuckDBStore:
                 rows = rel.fetchmany(max_rows + 1)
             except duckdb.InterruptException:
                 raise QueryError(f"query interrupted after the {timeout_s:g} s time limit") from None
+            except duckdb.OutOfMemoryException as exc:
+                raise QueryError(self._out_of_memory(exc)) from None
             except duckdb.Error as exc:
                 raise QueryError(str(exc)) from None
             return QueryResult(
@@ -246,6 +248,16 @@ class DuckDBStore:
         finally:
             timer.cancel()
             cur.close()
+
+    def _out_of_memory(self, exc: duckdb.Error) -> str:
+        """DuckDB's own advice (SET threads, SET memory_limit) is refused in the sandbox: say what a user can do."""
+        with contextlib.closing(self._con.cursor()) as cur:
+            limit = cur.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+        first = str(exc).split("\n", 1)[0].rstrip(".")
+        return (
+            f"{first}. The query needs more working memory than DuckDB's memory_limit ({limit}) allows: narrow it or"
+            " aggregate more before returning rows, or raise the memory_limit setting (TASKCOST_MEMORY_LIMIT)"
+        )
 
     def admin_query(self, sql: str, params: list[Any] | None = None) -> QueryResult:
         """Any SQL over every table, unsandboxed: for this process's own use (tests, maintenance),
