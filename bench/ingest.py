@@ -1,8 +1,8 @@
 """Ingest: the real collector in its durable mode (a 200 only once the batch is fsynced, to the spool by default,
 else by the DuckDB commit) under several concurrent senders posting protobuf and JSON batches (or exporting protobuf
-over OTLP/gRPC, as one of the other settings); spans/s until every
-span is queryable, against the same run's decode-and-extract ceiling; the collector's memory; and how long a query
-waits, under that load, for every span acknowledged before it (reads see their writes)."""
+over OTLP/gRPC, as one of the other settings); spans/s until every span is queryable, against the same run's
+decode-and-extract ceiling; the collector's memory; and how long a query waits, under that load, for every span
+acknowledged before it (reads see their writes)."""
 
 from __future__ import annotations
 
