@@ -97,3 +97,11 @@ def test_a_store_from_before_the_window_keeps_its_keys_as_the_old_generation(tmp
         assert (again.spans, again.deduplicated) == (1, 1)
         rows = s.admin_query("SELECT span_id, duplicate FROM llm_call_rows ORDER BY 1").rows
         assert rows == [("a0", False), ("a1", False), ("a2", True)]
+
+
+def test_the_settings_default_window_is_the_stores() -> None:
+    # written twice: the settings cannot import the store module (it loads DuckDB, and decode workers import settings)
+    from taskcost.settings import Settings
+    from taskcost.store._dedupe import DEFAULT_WINDOW
+
+    assert Settings.model_fields["dedupe_window_spans"].default == DEFAULT_WINDOW

@@ -75,8 +75,8 @@ class DuckDBStore:
         read_only: bool,
         max_batch_spans: int,
         max_queued_spans: int,
-        fold_rows: int = _rollup.FOLD_ROWS,
-        dedupe_window: int = _dedupe.DEFAULT_WINDOW,
+        fold_rows: int,
+        dedupe_window: int,
     ) -> None:
         self.path = path
         self._dedupe_window = dedupe_window

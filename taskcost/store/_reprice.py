@@ -485,8 +485,6 @@ def _catch_up(
         extra = RepriceReport()
         _apply(cur, _price_page(pricer, late, now_ns, extra))
         report.caught_up = extra.updated
-    cur.execute(f"DROP TABLE IF EXISTS {_SEEN}")
-    cur.execute("DROP TABLE IF EXISTS _taskcost_reprice")
 
 
 def reprice(

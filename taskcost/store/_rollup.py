@@ -137,13 +137,12 @@ def insert_calls(cur: duckdb.DuckDBPyConnection, source: str, with_id: int | Non
         cur.execute(f"INSERT INTO llm_call_rows BY NAME SELECT * FROM {source}")
         return source
     keys = f"SELECT {RESPONSE_KEY} AS k FROM {source} WHERE response_id IS NOT NULL"
-    seen = ""
-    if count(cur, f"SELECT count(*) FROM ({keys}) WHERE k IN {_dedupe.seen('response_keys')}"):
-        cur.execute(
-            f"CREATE OR REPLACE TEMP TABLE {_SEEN} AS "
-            f"SELECT DISTINCT k FROM ({keys}) WHERE k IN {_dedupe.seen('response_keys')}"
-        )
-        seen = f" OR {RESPONSE_KEY} IN (SELECT k FROM {_SEEN})"
+    # the commit's responses stored before (within the dedupe window), looked up once
+    cur.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_SEEN} AS "
+        f"SELECT DISTINCT k FROM ({keys}) WHERE k IN {_dedupe.seen('response_keys')}"
+    )
+    seen = f" OR {RESPONSE_KEY} IN (SELECT k FROM {_SEEN})" if count(cur, f"SELECT count(*) FROM {_SEEN}") else ""
     stored = count(
         cur,
         f"INSERT INTO response_keys SELECT DISTINCT k FROM ({keys})"
@@ -240,7 +239,7 @@ def adjust_tasks(cur: duckdb.DuckDBPyConnection, changes: str, kind: str) -> Non
 
 
 # -- from scratch ----------------------------------------------------------------------------------------
-def rebuild(cur: duckdb.DuckDBPyConnection, window: int = _dedupe.DEFAULT_WINDOW) -> None:
+def rebuild(cur: duckdb.DuckDBPyConnection, window: int) -> None:
     """Decide ``duplicate`` again over every stored row (in (received_ns, span_id) order), and rebuild the
     dedupe window (``window`` keys of each kind) and ``task_rollup`` from the row tables: for rows loaded into
     the tables directly (bulk loads, repairs). In the caller's transaction, on a store no writer is feeding

@@ -82,7 +82,7 @@ class Writer:
         max_batch_spans: int,
         max_queued_spans: int,
         fold_rows: int,
-        dedupe_window: int = _dedupe.DEFAULT_WINDOW,
+        dedupe_window: int,
     ) -> None:
         self._con = con
         self._dedupe_window = dedupe_window
@@ -451,24 +451,17 @@ class Writer:
         new = n_spans
         if spans is not None:
             cur.register("_taskcost_spans", spans)
-            keys = f"(SELECT {_dedupe.span_key()} AS k FROM _taskcost_spans)"
-            window = _dedupe.seen("span_keys")
-            if count(cur, f"SELECT count(*) FROM {keys} WHERE k IN {window}"):
-                # some spans were committed before (a re-sent batch): keep the new ones only
-                cur.execute(
-                    "CREATE OR REPLACE TEMP TABLE _taskcost_new AS "
-                    f"SELECT DISTINCT k FROM {keys} WHERE k NOT IN {window}"
-                )
-                new = count(cur, "INSERT INTO span_keys SELECT k FROM _taskcost_new")
-            else:
-                new = count(cur, f"INSERT INTO span_keys SELECT DISTINCT k FROM {keys}")
-                if new < n_spans:  # a span repeated within the commit: store it once
-                    cur.execute(f"CREATE OR REPLACE TEMP TABLE _taskcost_new AS SELECT DISTINCT k FROM {keys}")
+            # the commit's new keys, staged once: not in the dedupe window, and each once (a span repeated
+            # within the commit is stored once)
+            cur.execute(
+                f"CREATE OR REPLACE TEMP TABLE _taskcost_new AS SELECT DISTINCT {_dedupe.span_key()} AS k "
+                f"FROM _taskcost_spans WHERE k NOT IN {_dedupe.seen('span_keys')}"
+            )
+            new = count(cur, "INSERT INTO span_keys SELECT k FROM _taskcost_new")
             cur.unregister("_taskcost_spans")
         if new:
             self._insert_all(cur, data, only_new=new < n_spans)
-        if new < n_spans:
-            cur.execute("DROP TABLE IF EXISTS _taskcost_new")
+        cur.execute("DROP TABLE IF EXISTS _taskcost_new")
         _rollup.fold(cur, fold_rows)
         if seq:  # the spool records up to here are stored: a restart replays what follows
             cur.execute("INSERT INTO spool_commits VALUES (?)", [seq])
