@@ -4,6 +4,7 @@ re-price's own transaction (``tasks`` merges it), and the writer folds them in; 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -169,14 +170,24 @@ def test_a_reprice_of_many_pages_checkpoints_beside_a_busy_writer(
             written.append(store.write(batch([llm(f"n{i}", task=f"t{i % 6}")], 10 + i), timeout=10).spans)
             i += 1
 
+    during: list[int] = []
+
+    def overlap(phase: str, done: int, total: int) -> None:  # after each page: let the writer commit meanwhile
+        if phase == "calls" and done < total:
+            before = len(written)
+            deadline = time.monotonic() + 5
+            while len(written) == before and time.monotonic() < deadline:
+                time.sleep(0.005)
+            during.append(len(written) - before)
+
     writer = threading.Thread(target=ingest)
     writer.start()
     try:
-        report = store.reprice(source.current(), page=2)
+        report = store.reprice(source.current(), page=2, progress=overlap)
     finally:
         stop.set()
         writer.join(10)
-    assert report.calls >= 24 and len(written) > 0
+    assert report.calls >= 24 and len(during) >= 10 and all(during), during  # commits between every two pages
     assert_exact(store)
     books = dict(store.admin_query("SELECT span_id, price_book_version FROM llm_call_rows").rows)
     assert all(books[f"h{i}"].startswith("v2") for i in range(24))
