@@ -213,3 +213,25 @@ def test_a_decode_worker_loads_no_database_web_framework_or_grpc() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("env", "expected"), [(None, "system"), ("mimalloc", "mimalloc")])
+def test_a_decode_worker_allocates_arrow_buffers_with_malloc_unless_told_otherwise(
+    tmp_path: Path, env: str | None, expected: str
+) -> None:
+    """mimalloc, pyarrow's default, kept about 15-20 MB more per worker (docs/configuration.md); the environment's
+    ARROW_DEFAULT_MEMORY_POOL still wins."""
+    code = (
+        "import os, pyarrow as pa\n"
+        "from taskcost.collector._decoders import _init\n"
+        "from taskcost.settings import Settings\n"
+        f"_init(Settings(db={str(tmp_path / 'w.duckdb')!r}), {{}}, os.getppid())\n"
+        "print(pa.default_memory_pool().backend_name)"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if env is not None:
+        environ["ARROW_DEFAULT_MEMORY_POOL"] = env
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60, env=environ
+    )
+    assert out.stdout.strip() == expected

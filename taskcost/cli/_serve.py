@@ -48,6 +48,7 @@ def serve(
     """Run the collector: OTLP/HTTP on /v1/traces, the SQL API on /api/sql, dashboards on /dash/."""
     import uvicorn
 
+    from taskcost._internal.arrow_memory import use_system_allocator
     from taskcost.cli._target import write_server_info
     from taskcost.collector import create_app, start_grpc_server
     from taskcost.store import DuckDBStore
@@ -56,6 +57,7 @@ def serve(
         db=db, port=port, grpc_port=grpc_port, host=host, allow_unauthenticated=allow_unauthenticated
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    use_system_allocator()  # before any Arrow buffer exists (with decode_workers 0, this process builds them)
     try:
         store = DuckDBStore.open(
             settings.db,

@@ -26,6 +26,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 import pyarrow as pa
 
+from taskcost._internal.arrow_memory import use_system_allocator
 from taskcost.collector._ingest import Ingested, decode_and_prepare, rules_from_settings
 from taskcost.normalize import NormalizeRules
 from taskcost.settings import Settings
@@ -56,6 +57,7 @@ def _exit_with(parent: int) -> None:
 def _init(settings: Settings, schemas: dict[str, pa.Schema], parent: int) -> None:
     global _worker
     threading.Thread(target=_exit_with, args=(parent,), name="taskcost-parent-watch", daemon=True).start()
+    use_system_allocator()
     from taskcost.pricing import PricingConfig, PricingSource, install_pricing
 
     # the same prices as the serving process: built from the same settings, rebuilt when their files change
