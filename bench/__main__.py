@@ -38,6 +38,41 @@ def _settings(run: Any) -> str:
     return f"decode_workers {workers}, spool {'on' if run.spool else 'off'}{limit}{grpc}"
 
 
+def _memory_lines(long: Any, memory_limit: str) -> list[str]:
+    """Where the memory goes: each process idle and at its peak in the sustained run, and what each step of
+    starting a worker and the server adds (measured now, in fresh interpreters)."""
+    from bench.memory import startup_steps
+
+    worker, server = startup_steps()
+    idle, peak = long.idle_rss_by_process_mb, long.rss_by_process_mb
+    rows = sorted(zip(long.process_names, idle, peak, strict=True), key=lambda x: -x[2])
+    lines = [
+        "Where the memory goes (same run): each process of the collector once started (before any load) and at its"
+        " peak in the sustained run, RSS in MB.",
+        "",
+        "| process | idle | peak under load | added by the load |",
+        "|---|---|---|---|",
+        *(f"| {name} | {i:.0f} | {p:.0f} | {p - i:.0f} |" for name, i, p in rows),
+        f"| summed | {sum(idle):.0f} | {sum(peak):.0f} | {sum(peak) - sum(idle):.0f} |",
+        "",
+        "What starting each process adds (a fresh interpreter, in this order; the server loads all a worker loads,"
+        " then the rest):",
+        "",
+        "| step | + RSS, MB |",
+        "|---|---|",
+        *(f"| worker: {label} | {mb:.0f} |" for label, mb in worker),
+        f"| **a decode worker, idle** | **{sum(mb for _, mb in worker):.0f}** |",
+        *(f"| server: {label} | {mb:.0f} |" for label, mb in server),
+        f"| **the server, idle** | **{sum(mb for _, mb in worker + server):.0f}** |",
+        "",
+        f"Under load the server adds DuckDB's memory_limit ({memory_limit}: the file's cache and the rows committed"
+        " but not yet checkpointed) and the intake queue (up to max_queued_spans spans' Arrow tables); a worker adds"
+        " the objects of the request it decodes.",
+        "",
+    ]
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
@@ -140,6 +175,7 @@ def main() -> None:
             f"| commits; spans per commit | {r.commits:,}; {r.spans / max(1, r.commits):,.0f} |",
             f"| writer busy (time in commits / elapsed) | {r.writer_busy_share:.0%} |",
             "",
+            *_memory_lines(long, defaults.server_memory_limit()),
         ]
     if "query" in parts:
         from bench.query import LIVE, LIVE_SPANS, run_queries

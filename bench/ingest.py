@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from bench.traffic import requests, to_json
+from taskcost.settings import default_decode_workers
 
 __all__ = ["IngestResult", "ceiling", "run_ingest"]
 
@@ -45,6 +46,8 @@ class IngestResult:
     peak_rss_together_mb: float = float("nan")  # the largest sum of the processes' RSS at one moment (sampled)
     peak_pss_mb: float = float("nan")  # the same for PSS: shared library pages counted once across processes
     rss_by_process_mb: tuple[float, ...] = ()  # each process's own peak (VmHWM): the server first
+    idle_rss_by_process_mb: tuple[float, ...] = ()  # each process's RSS once started, before the load (same order)
+    process_names: tuple[str, ...] = ()  # server, decode worker, resource tracker (same order)
     read_wait_s: tuple[float, ...] = ()  # under load, a count(*) query's latency: it waits for what was acknowledged
     grpc: bool = False  # sent over OTLP/gRPC (protobuf only) instead of OTLP/HTTP
 
@@ -195,6 +198,29 @@ class _Sampler(threading.Thread):
             self.pss_kb = max(self.pss_kb, sum(_status_kb(p, "Pss", "smaps_rollup") for p in pids))
 
 
+def _idle_rss_mb(pid: int, processes: int, timeout_s: float = 60.0) -> dict[int, float]:
+    """Each process's RSS once the collector has started all ``processes`` and their memory stopped growing
+    (the decode workers load their prices after /healthz already answers)."""
+    deadline, last = time.monotonic() + timeout_s, {}
+    while time.monotonic() < deadline:
+        now = {p: _status_kb(p, "VmRSS") / 1024 for p in _tree(pid)}
+        if len(now) >= processes and now.keys() == last.keys() and abs(sum(now.values()) - sum(last.values())) < 1:
+            return now
+        last = now
+        time.sleep(0.5)
+    return last
+
+
+def _role(pid: int, server: int) -> str:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    if pid == server:
+        return "server"
+    return "resource tracker" if b"resource_tracker" in cmdline else "decode worker"
+
+
 def _read_waits(url: str, stop: threading.Event, out: list[float]) -> None:
     """Once a second under load: how long a query takes (it first waits for what was acknowledged before it)."""
     with httpx.Client(timeout=60) as client:
@@ -258,6 +284,8 @@ def run_ingest(
                         break
                 except httpx.HTTPError:
                     time.sleep(0.1)
+            workers_n = decode_workers if decode_workers is not None else default_decode_workers()
+            idle = _idle_rss_mb(proc.pid, 1 + workers_n + (1 if workers_n else 0))  # + the resource tracker
             refused, sender_cpu = mp.Value("i", 0), mp.Value("d", 0.0)
             parts = [bodies[i::senders] for i in range(senders)]
             endpoint = f"127.0.0.1:{grpc_port}" if grpc else None
@@ -283,6 +311,7 @@ def run_ingest(
             collector = _tree(proc.pid)
             server_cpu = _cpu_s(collector) - cpu0
             peaks = _peaks_mb(collector)
+            roles = [_role(p, proc.pid) for p in collector]
             sampler.done.set()
             sampler.join()
             reader.join()
@@ -309,6 +338,8 @@ def run_ingest(
         peak_rss_together_mb=sampler.rss_kb / 1024,
         peak_pss_mb=sampler.pss_kb / 1024,
         rss_by_process_mb=tuple(peaks),
+        idle_rss_by_process_mb=tuple(idle.get(p, float("nan")) for p in collector),
+        process_names=tuple(roles),
         read_wait_s=tuple(waits),
         grpc=grpc,
     )
