@@ -68,9 +68,10 @@ def startup_steps() -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
             input=json.dumps(steps),
             capture_output=True,
             text=True,
-            check=True,
             timeout=300,
         )
+    if proc.returncode:
+        raise RuntimeError(f"a startup step failed:\n{proc.stderr[-2000:]}")
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
     added, before = [], 0.0
     for label, mb in rows:

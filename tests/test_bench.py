@@ -1,0 +1,17 @@
+"""The bench's memory profile: its steps are code in strings, which nothing else would notice rotting."""
+
+from __future__ import annotations
+
+from bench.memory import SERVER_STEPS, WORKER_STEPS, startup_steps
+
+
+def test_every_startup_step_runs_and_the_server_carries_more_than_a_worker() -> None:
+    worker, server = startup_steps()
+    assert [label for label, _ in worker] == [label for label, _ in WORKER_STEPS]
+    assert [label for label, _ in server] == [label for label, _ in SERVER_STEPS]
+    worker_mb = sum(mb for _, mb in worker)
+    server_mb = worker_mb + sum(mb for _, mb in server)
+    assert 20 < worker_mb < server_mb
+    # pyarrow and duckdb are real libraries: each adds memory when it is loaded
+    added = dict(worker + server)
+    assert added["pyarrow"] > 5 and added["duckdb"] > 5
