@@ -79,6 +79,13 @@ class Settings(BaseSettings):
     max_queued_spans: int = Field(
         100_000, ge=1, description="Spans waiting for the writer at most; beyond, intake answers 503 (back-pressure)."
     )
+    max_queued_s: float = Field(
+        2.5,
+        gt=0,
+        description="Spans waiting for the writer at most this many seconds of its measured commit rate (and at "
+        "most max_queued_spans); beyond, intake waits, then answers 503. Reads wait for what was acknowledged "
+        "before them: this bounds how long.",
+    )
     dedupe_window_spans: int = Field(
         1_000_000,
         ge=1,

@@ -128,3 +128,36 @@ def test_the_server_applies_its_duckdb_memory_limit(tmp_path) -> None:
     finally:
         stop_server(srv)
     assert rows == [{"m": "244.1 MiB", "t": 2}]
+
+
+def test_the_server_bounds_its_queue_by_seconds_of_its_commit_rate(tmp_path) -> None:
+    """`max_queued_s` reaches the served store: once a commit of 1,000 spans or more is measured, the queue's
+    limit (in /metrics and /readyz) is that many seconds of it, here one commit's worth (writer_max_batch_spans)."""
+    import httpx
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from bench.traffic import requests
+
+    big = ExportTraceServiceRequest()
+    for r in requests(2_000):
+        big.resource_spans.extend(r.resource_spans)
+    env = {"TASKCOST_MAX_QUEUED_S": "0.000001", "TASKCOST_WRITER_MAX_BATCH_SPANS": "500"}
+    srv = start_server(tmp_path / "q.duckdb", free_port(), tmp_path / "server.log", env=env)
+    try:
+
+        def limit() -> float:
+            text = httpx.get(f"{srv.url}/metrics", timeout=10).text
+            return float(next(ln.split()[1] for ln in text.splitlines() if ln.startswith("taskcost_write_queue_limit")))
+
+        assert limit() == 100_000  # the count, until a commit is measured
+        r = httpx.post(
+            f"{srv.url}/v1/traces",
+            content=big.SerializeToString(),
+            headers={"Content-Type": "application/x-protobuf"},
+            timeout=60,
+        )
+        assert r.status_code == 200
+        _sql(srv, "SELECT count(*) FROM spans")  # waits for the commit
+        assert limit() == 500
+    finally:
+        stop_server(srv)

@@ -197,6 +197,44 @@ def test_a_full_queue_refuses_instead_of_growing(tmp_path: Path) -> None:
         st.close()
 
 
+def test_the_queue_holds_at_most_some_seconds_of_the_writers_commit_rate(tmp_path: Path) -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from bench.traffic import requests
+    from taskcost.store import StoreBusyError
+
+    big = ExportTraceServiceRequest()
+    for r in requests(3_000):
+        big.resource_spans.extend(r.resource_spans)
+    small = prepare_batch(normalize_request(sample_request()), 1)
+    for i, max_queued_s in enumerate((None, 0.5, 1e-9)):
+        st = DuckDBStore.open(
+            tmp_path / f"q{i}.duckdb", max_batch_spans=8, max_queued_spans=100_000, max_queued_s=max_queued_s
+        )
+        try:
+            assert st.queue_limit == 100_000  # no commit measured yet: the count alone
+            info = st.write(prepare_batch(normalize_request(big), 1))  # one commit of about 3,000 spans
+            rate = (info.spans + info.deduplicated) / info.seconds
+            if max_queued_s is None:
+                assert st.queue_limit == 100_000
+            else:  # that many seconds of the rate measured, but at least one commit (max_batch_spans)
+                assert st.queue_limit == min(100_000, max(8, int(rate * max_queued_s)))
+            refused, futures = 0, []
+            for _ in range(200):
+                try:
+                    futures.append(st.submit(small))
+                except StoreBusyError:
+                    refused += 1
+            for f in futures:
+                f.result(30)
+            if max_queued_s == 1e-9:  # the limit is one commit: most of a burst is refused
+                assert st.queue_limit == 8 and refused > 0
+            elif max_queued_s is None:  # 200 small batches fit in 100,000 spans
+                assert refused == 0
+        finally:
+            st.close()
+
+
 def test_a_span_twice_in_one_batch_is_stored_once(store: DuckDBStore) -> None:
     req = sample_request()
     twice = type(req)()

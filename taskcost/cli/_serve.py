@@ -63,6 +63,7 @@ def serve(
             settings.db,
             max_batch_spans=settings.writer_max_batch_spans,
             max_queued_spans=settings.max_queued_spans,
+            max_queued_s=settings.max_queued_s,
             dedupe_window=settings.dedupe_window_spans,
             spool=settings.spool,
             memory_limit=settings.server_memory_limit(),

@@ -65,7 +65,6 @@ def api_router(
     *,
     sql_timeout_s: float,
     sql_max_rows: int,
-    max_queued_spans: int,
     metrics: Metrics,
     admin_token: str | None,
 ) -> APIRouter:
@@ -86,7 +85,7 @@ def api_router(
         if not store.writer_alive:
             raise ApiError(503, "the store's writer is not running")
         queued = store.queued_spans
-        if queued >= max_queued_spans:
+        if queued >= store.queue_limit:
             raise ApiError(503, f"write queue full ({queued} spans waiting)", headers={"Retry-After": "1"})
         return {"status": "ready", "queued_spans": queued}
 

@@ -97,7 +97,6 @@ def create_app(
             store,
             sql_timeout_s=settings.sql_timeout_s,
             sql_max_rows=settings.sql_max_rows,
-            max_queued_spans=settings.max_queued_spans,
             metrics=metrics,
             admin_token=admin_token,
         )

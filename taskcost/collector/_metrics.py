@@ -45,6 +45,12 @@ class Metrics:
         )
         queue = Gauge("taskcost_write_queue_spans", "Spans accepted and waiting for the writer", registry=r)
         queue.set_function(lambda: float(store.queued_spans))
+        limit = Gauge(
+            "taskcost_write_queue_limit_spans",
+            "Spans the write queue takes at most now (max_queued_spans, or max_queued_s of the commit rate)",
+            registry=r,
+        )
+        limit.set_function(lambda: float(store.queue_limit))
         self.dropped.inc(0)
 
     def on_commit(self, info: CommitInfo) -> None:

@@ -80,6 +80,9 @@ class Store(Protocol):
     def queued_spans(self) -> int: ...
 
     @property
+    def queue_limit(self) -> int: ...
+
+    @property
     def writer_alive(self) -> bool: ...
 
     @property

@@ -77,6 +77,7 @@ class DuckDBStore:
         max_queued_spans: int,
         fold_rows: int,
         dedupe_window: int,
+        max_queued_s: float | None,
     ) -> None:
         self.path = path
         self._dedupe_window = dedupe_window
@@ -87,7 +88,9 @@ class DuckDBStore:
         self._writer: Writer | None = None
         if not read_only:
             self._schemas = {t: self._table_schema(t) for t in TABLES}
-            self._writer = Writer(con, path, self._schemas, max_batch_spans, max_queued_spans, fold_rows, dedupe_window)
+            self._writer = Writer(
+                con, path, self._schemas, max_batch_spans, max_queued_spans, fold_rows, dedupe_window, max_queued_s
+            )
         self._closed = False
         self._keys_lock = threading.Lock()
         self._reprice_lock = threading.Lock()
@@ -101,6 +104,7 @@ class DuckDBStore:
         read_only: bool = False,
         max_batch_spans: int = 20_000,
         max_queued_spans: int = 200_000,
+        max_queued_s: float | None = None,
         fold_rows: int = _rollup.FOLD_ROWS,
         dedupe_window: int = _dedupe.DEFAULT_WINDOW,
         spool: bool = False,
@@ -115,7 +119,9 @@ class DuckDBStore:
         ``memory_limit`` setting). ``threads``: DuckDB's worker threads (None: DuckDB's default, one per core; the
         server sets one: see the ``duckdb_threads`` setting). ``dedupe_window``: a re-sent span (or a repeated
         provider response) is recognised while fewer than this many spans (responses) were stored after it
-        (taskcost/store/_dedupe.py)."""
+        (taskcost/store/_dedupe.py). ``max_queued_s``: the write queue also holds at most this many seconds of
+        the writer's measured commit rate (None: ``max_queued_spans`` alone; the server sets one: see the
+        ``max_queued_s`` setting)."""
         path = Path(path)
         if read_only and not path.exists():
             raise StoreUnavailableError(f"no database at {path} (start `taskcost serve --db {path}` first)")
@@ -138,7 +144,7 @@ class DuckDBStore:
         except Exception:
             con.close()
             raise
-        store = cls(con, path, read_only, max_batch_spans, max_queued_spans, fold_rows, dedupe_window)
+        store = cls(con, path, read_only, max_batch_spans, max_queued_spans, fold_rows, dedupe_window, max_queued_s)
         if store._writer is not None:
             store._active_keys = _keys.load_active(con)
             store._writer.start(spool)
@@ -192,6 +198,11 @@ class DuckDBStore:
     def queued_spans(self) -> int:
         """Spans accepted for writing and not yet committed."""
         return self._writer.queued_spans if self._writer is not None else 0
+
+    @property
+    def queue_limit(self) -> int:
+        """Spans the write queue takes at most now (``max_queued_spans``, or fewer: ``max_queued_s``)."""
+        return self._writer.queue_limit if self._writer is not None else 0
 
     def submit(self, batch: PreparedBatch, wait_s: float = 0.0) -> Future[CommitInfo]:
         """Queue a batch for the single writer (taskcost/store/_writer.py). The future resolves once the batch is

@@ -46,6 +46,10 @@ _LINGER_S = 0.010
 # With the spool, an acknowledgement no longer waits for the commit: the writer waits up to this long for more
 # (bounded by max_batch_spans), so that a commit holds what a quarter second brings.
 _SPOOL_LINGER_S = 0.25
+# The commit rate that bounds the queue (queue_limit): from commits of this many spans or more, each weighing this
+# much against the ones before it.
+_RATE_MIN_SPANS = 1_000
+_RATE_WEIGHT = 0.3
 _FLUSH = object()  # put in the writer's queue: commit what is gathered now (a reader waits for it)
 
 
@@ -83,6 +87,7 @@ class Writer:
         max_queued_spans: int,
         fold_rows: int,
         dedupe_window: int,
+        max_queued_s: float | None,
     ) -> None:
         self._con = con
         self._dedupe_window = dedupe_window
@@ -90,6 +95,8 @@ class Writer:
         self._schemas = schemas
         self._max_batch_spans = max_batch_spans
         self._max_queued_spans = max_queued_spans
+        self._max_queued_s = max_queued_s
+        self._rate: float | None = None  # spans a second of commit, over recent commits (see queue_limit)
         self._fold_rows = fold_rows
         self._queue: queue.Queue[Any] = queue.Queue()  # _Job, _FLUSH, or None (stop)
         self._queued_spans = 0
@@ -156,6 +163,16 @@ class Writer:
             self._spool.close(self._done_seq)
 
     @property
+    def queue_limit(self) -> int:
+        """Spans the queue takes at most now: ``max_queued_s`` seconds of the writer's commit rate (measured
+        over recent commits of 1,000 spans or more; at least one commit's worth), and never more than
+        ``max_queued_spans``. A read waits for what was acknowledged before it, so this bounds how long: a count
+        alone would allow more seconds on a slower machine or a larger database."""
+        if self._max_queued_s is None or self._rate is None:
+            return self._max_queued_spans
+        return min(self._max_queued_spans, max(self._max_batch_spans, int(self._rate * self._max_queued_s)))
+
+    @property
     def queued_spans(self) -> int:
         """Spans accepted for writing and not yet committed."""
         return self._queued_spans
@@ -170,7 +187,7 @@ class Writer:
             raise StoreUnavailableError("the store's writer is not running (see the server log)")
 
         def has_room() -> bool:
-            return not self._queued_spans or self._queued_spans + batch.span_count <= self._max_queued_spans
+            return not self._queued_spans or self._queued_spans + batch.span_count <= self.queue_limit
 
         with self._queue_room:
             if not self._queue_room.wait_for(has_room, timeout=wait_s):
@@ -302,6 +319,9 @@ class Writer:
             self._fail(jobs, exc)
             return False
         info = CommitInfo(spans=new, deduplicated=n_spans - new, seconds=time.perf_counter() - started)
+        if n_spans >= _RATE_MIN_SPANS and info.seconds > 0:  # a small commit is mostly fixed costs: not a rate
+            rate = n_spans / info.seconds
+            self._rate = rate if self._rate is None else (1 - _RATE_WEIGHT) * self._rate + _RATE_WEIGHT * rate
         self.committed_spans += info.spans
         self.deduplicated_spans += info.deduplicated
         if self.on_commit is not None and n_spans:
