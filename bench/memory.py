@@ -60,7 +60,8 @@ print(json.dumps(out))
 
 def startup_steps() -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """(label, MB added) for a worker's steps, and for the server's further steps (the server loads all a worker
-    loads, and more). Each list's sum is that process's idle RSS, within a few MB."""
+    loads, and more). The worker's steps add up to a worker's idle RSS, and all the steps to the server's, within a
+    few MB."""
     with tempfile.TemporaryDirectory() as tmp:
         steps = WORKER_STEPS + SERVER_STEPS
         proc = subprocess.run(
