@@ -276,3 +276,34 @@ def test_a_record_damaged_after_its_ack_is_kept_aside_and_the_writer_goes_on(
     assert stored == sum(b.span_count for b in batches) - batches[0].span_count
     kept = spool_dir(db) / f"{w.seq:016d}.rejected"
     assert kept.stat().st_size == w.size  # its bytes, as they were on disk
+
+
+def test_spool_retry_commits_what_was_set_aside_and_keeps_what_still_fails(tmp_path: Path) -> None:
+    """`taskcost spool retry`: a set-aside record whose cause is gone is committed and removed; one that cannot be
+    read stays, with its error, and the exit code says so."""
+    from taskcost.store._spool import set_aside
+    from tests.conftest import run_cli
+
+    db = tmp_path / "r.duckdb"
+    (batch,) = _batches(300, seed=8)[:1]
+    with DuckDBStore.open(db) as store:
+        schemas = store.arrow_schemas
+    tables = {
+        name: pa.Table.from_pydict(cols, schemas[name]) for name, cols in batch.columns.items() if cols["received_ns"]
+    }
+    good = set_aside(spool_dir(db), 5, tables)
+    junk = spool_dir(db) / f"{6:016d}.rejected"
+    junk.write_bytes(b"TCS1 not a whole record")
+
+    proc = run_cli("spool", "retry", "--db", str(db), check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "1 set-aside records committed, 1 kept" in proc.stdout
+    assert f"{junk.name}: kept" in proc.stderr and f"{good.name}: committed, {batch.span_count} spans" in proc.stderr
+    assert not good.exists() and junk.exists()
+    with DuckDBStore.open(db) as store:
+        assert _count(store) == batch.span_count
+        assert _count(store, "llm_calls") == len(batch.columns["llm_call_rows"]["span_id"])
+
+    junk.unlink()
+    again = run_cli("spool", "retry", "--db", str(db))
+    assert "0 set-aside records committed, 0 kept" in again.stdout

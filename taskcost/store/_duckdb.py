@@ -7,7 +7,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from taskcost.store._base import (
 from taskcost.store._migrations import apply_migrations
 from taskcost.store._rows import TABLES, PreparedBatch, arrow_schema
 from taskcost.store._sandbox import check_select, scope_to_project
+from taskcost.store._spool import read_set_aside, set_aside_files, spool_dir
 from taskcost.store._sql import transaction
 from taskcost.store._writer import Writer, empty_batch
 
@@ -214,6 +215,21 @@ class DuckDBStore:
 
     def write(self, batch: PreparedBatch, timeout: float | None = 30.0) -> CommitInfo:
         return self.submit(batch).result(timeout)
+
+    def retry_set_aside(self) -> Iterator[tuple[Path, CommitInfo | Exception]]:
+        """Commit again, one at a time, the intake records the writer set aside beside the spool (``*.rejected``:
+        acknowledged batches it could not commit after three tries), once what refused them is mended. A record
+        committed is removed; one that fails again is kept as it is. Yields each file with its commit, or with the
+        error that kept it."""
+        for path in set_aside_files(spool_dir(self.path)):
+            try:
+                record = read_set_aside(path)
+                info = self.write(PreparedBatch(columns={}, span_count=record.span_count, tables=record.tables))
+            except Exception as exc:  # kept as it is, and said: the caller reports it
+                yield path, exc
+                continue
+            path.unlink()
+            yield path, info
 
     # -- reading -------------------------------------------------------------------------------------
     def query(

@@ -48,7 +48,9 @@ __all__ = [
     "ipc_stream",
     "read_at",
     "read_records",
+    "read_set_aside",
     "set_aside",
+    "set_aside_files",
     "set_aside_raw",
     "spool_dir",
 ]
@@ -313,6 +315,21 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def set_aside_files(directory: Path) -> list[Path]:
+    """The records kept aside (``*.rejected``), oldest first."""
+    return sorted(directory.glob("*.rejected")) if directory.is_dir() else []
+
+
+def read_set_aside(path: Path) -> Record:
+    """The one record of a set-aside file, read without changing the file (ValueError when it is not whole: a
+    record kept as raw bytes because it could not be read back stays unreadable)."""
+    data = path.read_bytes()
+    found = _record_at(data, 0)
+    if found is None or found[2] != len(data):
+        raise ValueError(f"{path.name} does not hold one whole spool record (damaged, or kept as raw bytes)")
+    return Record(found[0], decode_payload(found[1]))
 
 
 def set_aside_raw(directory: Path, where: Where) -> Path:
