@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from bench.traffic import requests, to_json
-from taskcost.settings import default_decode_workers
+from taskcost.settings import Settings
 
 __all__ = ["IngestResult", "ceiling", "run_ingest"]
 
@@ -284,7 +284,7 @@ def run_ingest(
                         break
                 except httpx.HTTPError:
                     time.sleep(0.1)
-            workers_n = decode_workers if decode_workers is not None else default_decode_workers()
+            workers_n = decode_workers if decode_workers is not None else Settings().decode_workers  # env, file too
             idle = _idle_rss_mb(proc.pid, 1 + workers_n + (1 if workers_n else 0))  # + the resource tracker
             refused, sender_cpu = mp.Value("i", 0), mp.Value("d", 0.0)
             parts = [bodies[i::senders] for i in range(senders)]

@@ -49,9 +49,8 @@ def serve(
     import uvicorn
 
     from taskcost._internal.arrow_memory import use_system_allocator
-    from taskcost.cli._target import write_server_info
+    from taskcost.cli._target import open_served, write_server_info
     from taskcost.collector import create_app, start_grpc_server
-    from taskcost.store import DuckDBStore
 
     settings = settings_or_exit(
         db=db, port=port, grpc_port=grpc_port, host=host, allow_unauthenticated=allow_unauthenticated
@@ -59,16 +58,7 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     use_system_allocator()  # before any Arrow buffer exists (with decode_workers 0, this process builds them)
     try:
-        store = DuckDBStore.open(
-            settings.db,
-            max_batch_spans=settings.writer_max_batch_spans,
-            max_queued_spans=settings.max_queued_spans,
-            max_queued_s=settings.max_queued_s,
-            dedupe_window=settings.dedupe_window_spans,
-            spool=settings.spool,
-            memory_limit=settings.server_memory_limit(),
-            threads=settings.server_duckdb_threads(),
-        )
+        store = open_served(settings, spool=settings.spool)
     except StoreUnavailableError as exc:
         raise fail(str(exc)) from None
     if not _is_loopback(settings.host) and not store.auth_enabled and not settings.allow_unauthenticated:

@@ -18,18 +18,13 @@ def retry(db: DbOption = None) -> None:
     """Commit the records the server set aside (<db>.spool/*.rejected: acknowledged batches it could not commit
     after three tries). Run it with the server stopped, once what refused them is mended. A record committed is
     removed; one that fails again is kept, with its error shown, and the exit code is 1."""
-    from taskcost.store import DuckDBStore
+    from taskcost.cli._target import open_served
 
     settings = settings_or_exit(db=db)
     if not settings.db.exists():
         raise fail(f"no database at {settings.db}")
     try:
-        store = DuckDBStore.open(
-            settings.db,
-            dedupe_window=settings.dedupe_window_spans,
-            memory_limit=settings.server_memory_limit(),
-            threads=settings.server_duckdb_threads(),
-        )
+        store = open_served(settings, spool=False)  # a record is removed once its commit is done
     except StoreUnavailableError as exc:
         raise fail(str(exc)) from None
     committed = kept = 0

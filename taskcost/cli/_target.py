@@ -11,9 +11,10 @@ from typing import Any
 
 import httpx
 
+from taskcost.settings import Settings
 from taskcost.store import ApiKey, DuckDBStore, QueryError, QueryResult, StoreUnavailableError
 
-__all__ = ["RemoteStore", "open_admin", "open_target", "server_info_path", "write_server_info"]
+__all__ = ["RemoteStore", "open_admin", "open_served", "open_target", "server_info_path", "write_server_info"]
 
 
 def server_info_path(db: Path) -> Path:
@@ -146,3 +147,18 @@ def open_admin(db: Path, url: str | None, admin_token: str | None) -> RemoteAdmi
     if running:
         return RemoteAdmin(running["url"], admin_token or running.get("admin_token"))
     return DuckDBStore.open(db)
+
+
+def open_served(settings: Settings, *, spool: bool) -> DuckDBStore:
+    """The database opened for writing as the server opens it: its writer's batch and queue bounds, the dedupe
+    window and DuckDB's memory limit and threads, all from ``settings`` (raises StoreUnavailableError)."""
+    return DuckDBStore.open(
+        settings.db,
+        max_batch_spans=settings.writer_max_batch_spans,
+        max_queued_spans=settings.max_queued_spans,
+        max_queued_s=settings.max_queued_s,
+        dedupe_window=settings.dedupe_window_spans,
+        spool=spool,
+        memory_limit=settings.server_memory_limit(),
+        threads=settings.server_duckdb_threads(),
+    )
