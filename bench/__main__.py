@@ -38,6 +38,27 @@ def _settings(run: Any) -> str:
     return f"decode_workers {workers}, spool {'on' if run.spool else 'off'}{limit}{grpc}"
 
 
+def _layout_lines(layouts: list[Any]) -> list[str]:
+    """Memory against speed: the defaults and the layouts that use less memory, each a sustained run (as the RSS
+    target is measured), and whether it is within both the ingest and the RSS target."""
+    rss, rate = TARGETS["rss_mb"], TARGETS["ingest_spans_per_s"]
+    return [
+        f"Memory against speed (one sustained run of {layouts[0].spans:,} spans each; the first row is the sustained"
+        " run above): the ingest target and the RSS target together.",
+        "",
+        "| settings | spans/s | peak RSS summed, MB (processes) | PSS at once, MB | >= "
+        f"{rate:,} spans/s | < {rss} MB |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {_settings(o)}{'' if o.memory_limit else ' (memory_limit default)'} | {o.spans_per_s:,.0f} |"
+            f" {o.peak_rss_mb:.0f} ({o.collector_processes}) | {o.peak_pss_mb:.0f} | {_ok(o.spans_per_s >= rate)} |"
+            f" {_ok(o.peak_rss_mb < rss)} |"
+            for o in layouts
+        ),
+        "",
+    ]
+
+
 def _memory_lines(long: Any, memory_limit: str) -> list[str]:
     """Where the memory goes: each process idle and at its peak in the sustained run, and what each step of
     starting a worker and the server adds (measured now, in fresh interpreters)."""
@@ -113,6 +134,11 @@ def main() -> None:
         # sustained: 5x longer, so that DuckDB's cache, its indexes and the queue reach what a running collector holds
         long = run_ingest(size * 5, senders=args.senders)
         print(f"  sustained: {long.spans_per_s:,.0f} spans/s, peak RSS {long.peak_rss_mb:,.0f} MB", flush=True)
+        # the layouts that trade speed for memory, sustained as the RSS target is: is any within both targets?
+        layouts = [long] + [
+            run_ingest(size * 5, senders=args.senders, decode_workers=w, memory_limit=m)
+            for w, m in ((None, "64MB"), (1, "64MB"), (0, None))
+        ]
         waits = r.read_wait_s + long.read_wait_s
         wait = statistics.median(waits) if waits else float("nan")
         worst = max(waits, default=float("nan"))
@@ -163,6 +189,7 @@ def main() -> None:
                 for o in others
             ),
             "",
+            *_layout_lines(layouts),
             "Where the time goes (same run): CPU microseconds per span; the machine has "
             f"{os.cpu_count()} cores for all of it.",
             "",
