@@ -135,10 +135,14 @@ def main() -> None:
         long = run_ingest(size * 5, senders=args.senders)
         print(f"  sustained: {long.spans_per_s:,.0f} spans/s, peak RSS {long.peak_rss_mb:,.0f} MB", flush=True)
         # the layouts that trade speed for memory, sustained as the RSS target is: is any within both targets?
-        layouts = [long] + [
-            run_ingest(size * 5, senders=args.senders, decode_workers=w, memory_limit=m)
-            for w, m in ((None, "64MB"), (1, "64MB"), (0, None))
-        ]
+        layouts = [long]
+        for w, m in ((None, "64MB"), (1, "64MB"), (0, None)):
+            layouts.append(run_ingest(size * 5, senders=args.senders, decode_workers=w, memory_limit=m))
+            print(
+                f"  {_settings(layouts[-1])}: {layouts[-1].spans_per_s:,.0f} spans/s, peak RSS"
+                f" {layouts[-1].peak_rss_mb:,.0f} MB",
+                flush=True,
+            )
         waits = r.read_wait_s + long.read_wait_s
         wait = statistics.median(waits) if waits else float("nan")
         worst = max(waits, default=float("nan"))
