@@ -30,9 +30,10 @@ def _ok(good: bool) -> str:
 
 
 def _settings(run: Any) -> str:
-    from taskcost.settings import default_decode_workers
+    from taskcost.settings import Settings
 
-    workers = run.decode_workers if run.decode_workers is not None else default_decode_workers()
+    # the server's count when the run left it unset (env and config file included), as the tables' header says
+    workers = run.decode_workers if run.decode_workers is not None else Settings().decode_workers
     limit = f", memory_limit {run.memory_limit}" if run.memory_limit else ""
     grpc = ", OTLP/gRPC (protobuf only)" if run.grpc else ""
     return f"decode_workers {workers}, spool {'on' if run.spool else 'off'}{limit}{grpc}"

@@ -224,7 +224,8 @@ class DuckDBStore:
         for path in set_aside_files(spool_dir(self.path)):
             try:
                 record = read_set_aside(path)
-                info = self.write(PreparedBatch(columns={}, span_count=record.span_count, tables=record.tables))
+                batch = PreparedBatch(columns={}, span_count=record.span_count, tables=record.tables)
+                info = self.write(batch, timeout=None)  # its outcome, however long: a timeout would not stop it
             except Exception as exc:  # kept as it is, and said: the caller reports it
                 yield path, exc
                 continue
