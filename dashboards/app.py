@@ -14,25 +14,26 @@ __all__ = ["create_dash_app"]
 
 
 class _ProjectScoped:
-    """The store as seen by one dashboard request: limited to the project the server vouched for
-    in ``header`` (set by the server after checking the caller's read key; absent when auth is off)."""
+    """The store as seen by one dashboard request: limited to the project the server vouched for after checking
+    the caller's read key, which it put in the ASGI scope under ``scope_key`` (None: every project, auth is off).
+    A request that did not come through that check reads nothing."""
 
-    def __init__(self, store: Any, header: str) -> None:
+    def __init__(self, store: Any, scope_key: str) -> None:
         self._store = store
-        self._header = header
+        self._scope_key = scope_key
 
     def query(self, sql: str, params: list[Any] | None = None, **kwargs: Any) -> Any:
-        project = flask.request.headers.get(self._header) if flask.has_request_context() else None
-        if project is not None:
-            kwargs["project"] = project
-        return self._store.query(sql, params, **kwargs)
+        scope = flask.request.environ.get("asgi.scope") if flask.has_request_context() else None
+        if not isinstance(scope, dict) or self._scope_key not in scope:
+            raise PermissionError("this request did not pass the server's key check")
+        return self._store.query(sql, params, project=scope[self._scope_key], **kwargs)
 
 
-def create_dash_app(store: Any, *, project_header: str | None = None, **dash_kwargs: Any) -> Dash:
-    """A Dash app over ``store`` (anything ``taskcost.analytics`` accepts). With ``project_header``,
-    every query is limited to the project named in that request header."""
-    if project_header is not None:
-        store = _ProjectScoped(store, project_header)
+def create_dash_app(store: Any, *, caller_scope_key: str | None = None, **dash_kwargs: Any) -> Dash:
+    """A Dash app over ``store`` (anything ``taskcost.analytics`` accepts). With ``caller_scope_key``, every query
+    is limited to the project the server put under that key of the request's ASGI scope."""
+    if caller_scope_key is not None:
+        store = _ProjectScoped(store, caller_scope_key)
     app = Dash(
         __name__,
         use_pages=True,

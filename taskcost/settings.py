@@ -55,6 +55,13 @@ class Settings(BaseSettings):
     )
     sql_timeout_s: float = Field(10.0, gt=0, description="A user SQL query is interrupted after this.")
     sql_max_rows: int = Field(10_000, ge=1, description="Rows returned by one SQL query at most.")
+    sql_max_result_bytes: int = Field(
+        32 * MiB, ge=1024, description="Bytes of values returned by one SQL query at most (about: as JSON)."
+    )
+    sql_max_concurrent: int = Field(4, ge=1, le=256, description="User SQL queries running at once at most.")
+    sql_max_queued: int = Field(
+        16, ge=0, le=10_000, description="User SQL queries waiting for a slot at most; beyond, 429 + Retry-After."
+    )
     writer_max_batch_spans: int = Field(
         20_000, ge=1, description="Spans the single writer commits in one transaction at most."
     )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
+import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -13,6 +16,7 @@ from taskcost import __version__
 from taskcost._internal.jsonable import json_value
 from taskcost.collector._auth import authenticate, check_admin
 from taskcost.collector._errors import ApiError
+from taskcost.collector._gate import QueryGate, QueryGateFull
 from taskcost.collector._metrics import Metrics
 from taskcost.store import QueryError, Store, StoreUnavailableError
 
@@ -30,6 +34,9 @@ class SqlResponse(BaseModel):
     types: list[str]
     rows: list[list[Any]]
     truncated: bool
+    truncated_by: Literal["rows", "bytes"] | None = Field(
+        None, description="Which limit cut the result: sql_max_rows (or max_rows), or sql_max_result_bytes."
+    )
     elapsed_s: float
 
 
@@ -60,27 +67,52 @@ def _key_out(key: Any, secret: str | None = None) -> KeyOut:
     )
 
 
+def _sql_body(res: Any) -> bytes:
+    """The answer's JSON, encoded once, directly (orjson refuses values nested deeper than it can encode)."""
+    try:
+        return orjson.dumps(
+            {
+                "columns": res.columns,
+                "types": res.types,
+                "rows": [[json_value(v) for v in row] for row in res.rows],
+                "truncated": res.truncated,
+                "truncated_by": res.meta.get("truncated_by"),
+                "elapsed_s": res.elapsed_s,
+            }
+        )
+    except (orjson.JSONEncodeError, RecursionError) as exc:
+        raise ApiError(400, f"the result cannot be sent as JSON: {exc}") from None
+
+
 def api_router(
     store: Store,
     *,
     sql_timeout_s: float,
     sql_max_rows: int,
+    sql_max_bytes: int,
+    gate: QueryGate,
     metrics: Metrics,
     admin_token: str | None,
 ) -> APIRouter:
     router = APIRouter()
+    health = ThreadPoolExecutor(max_workers=1, thread_name_prefix="taskcost-health")  # never shared with user SQL
+    gate.on_refused = metrics.sql_refused.inc
 
     @router.get("/healthz", tags=["operations"])
-    def healthz() -> dict[str, Any]:
-        """Liveness: the process answers and the store answers a trivial query."""
+    async def healthz() -> dict[str, Any]:
+        """Liveness: the process answers and the store answers a trivial query (on a thread of its own, not
+        behind user SQL)."""
+        loop = asyncio.get_running_loop()
         try:
-            store.query("SELECT 1", timeout_s=5)
+            await asyncio.wait_for(loop.run_in_executor(health, lambda: store.query("SELECT 1", timeout_s=5)), 5)
         except (QueryError, StoreUnavailableError) as exc:
             raise ApiError(503, f"store not available: {exc}") from None
+        except TimeoutError:
+            raise ApiError(503, "store not available: a trivial query took more than 5 s") from None
         return {"status": "ok", "version": __version__}
 
     @router.get("/readyz", tags=["operations"])
-    def readyz() -> dict[str, Any]:
+    async def readyz() -> dict[str, Any]:
         """Readiness: the writer runs and its queue has room."""
         if not store.writer_alive:
             raise ApiError(503, "the store's writer is not running")
@@ -90,26 +122,43 @@ def api_router(
         return {"status": "ready", "queued_spans": queued}
 
     @router.get("/metrics", tags=["operations"], response_class=Response)
-    def prometheus_metrics() -> Response:
-        """Prometheus exposition: received, accepted, rejected, deduplicated, refused, queue, write latency."""
+    async def prometheus_metrics(request: Request) -> Response:
+        """Prometheus exposition: received, accepted, rejected, deduplicated, refused, queue, write latency. The
+        figures are the whole server's (every project): once keys exist, a read key or the admin token."""
+        authenticate(store, request, "read", admin_token)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @router.post("/api/sql", response_model=SqlResponse, tags=["query"])
-    def run_sql(req: SqlRequest, request: Request) -> SqlResponse:
-        """Run one read-only SELECT over the views (`llm_calls`, `tool_calls`, `tasks`) and `spans`."""
+    @router.post(
+        "/api/sql",
+        response_model=SqlResponse,
+        tags=["query"],
+        responses={
+            400: {"description": "The query was refused (the message says what) or failed."},
+            429: {"description": "Every query slot and queue place is taken; retry after Retry-After seconds."},
+        },
+    )
+    async def run_sql(req: SqlRequest, request: Request) -> Response:
+        """Run one read-only SELECT over the views (`llm_calls`, `tool_calls`, `tasks`) and `spans`. A read key
+        sees its own project's rows only. The answer holds at most `sql_max_rows` rows and about
+        `sql_max_result_bytes` bytes (`truncated_by` says which limit cut it); the query runs at most
+        `sql_timeout_s` seconds."""
         caller = authenticate(store, request, "read", admin_token)
         limit = min(req.max_rows or sql_max_rows, sql_max_rows)
         try:
-            res = store.query(req.sql, req.params, max_rows=limit, timeout_s=sql_timeout_s, project=caller.project)
+            res = await gate.run_async(
+                store.query,
+                req.sql,
+                req.params,
+                max_rows=limit,
+                timeout_s=sql_timeout_s,
+                project=caller.project,
+                max_bytes=sql_max_bytes,
+            )
+        except QueryGateFull as exc:
+            raise ApiError(429, str(exc), headers={"Retry-After": "1"}) from None
         except QueryError as exc:
             raise ApiError(400, str(exc)) from None
-        return SqlResponse(
-            columns=res.columns,
-            types=res.types,
-            rows=[[json_value(v) for v in row] for row in res.rows],
-            truncated=res.truncated,
-            elapsed_s=res.elapsed_s,
-        )
+        return Response(_sql_body(res), media_type="application/json")
 
     @router.get("/api/admin/keys", response_model=list[KeyOut], tags=["admin"])
     def list_keys(request: Request) -> list[KeyOut]:

@@ -6,14 +6,16 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from fastapi import FastAPI
-from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi import FastAPI, Request
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from taskcost import __version__
 from taskcost.collector._api import api_router
-from taskcost.collector._auth import PROJECT_HEADER, authenticate
+from taskcost.collector._auth import CALLER_PROJECT, authenticate
 from taskcost.collector._decoders import DecodePool
 from taskcost.collector._errors import ApiError, error_body, install_error_handlers
+from taskcost.collector._gate import QueryGate
 from taskcost.collector._ingest import rules_from_settings
 from taskcost.collector._metrics import Metrics
 from taskcost.collector._otlp import otlp_router
@@ -25,8 +27,8 @@ __all__ = ["create_app"]
 
 
 class _ReadKeyGate:
-    """ASGI wrapper for the dashboards: a read key is required once auth is on, and the caller's
-    project travels to the Dash callbacks in a header only the server sets."""
+    """ASGI wrapper for the dashboards: a read key is required once auth is on, and the caller's project travels
+    to the Dash callbacks in the ASGI scope (``CALLER_PROJECT``), where no client can put anything."""
 
     def __init__(self, app: Any, store: Store, admin_token: str | None) -> None:
         self.app = app
@@ -37,8 +39,7 @@ class _ReadKeyGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        raw = [(k, v) for k, v in scope["headers"] if k.lower() != PROJECT_HEADER.encode()]
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         try:
             caller = authenticate(self.store, headers, "read", self.admin_token)
         except ApiError as exc:
@@ -46,9 +47,18 @@ class _ReadKeyGate:
                 scope, receive, send
             )
             return
-        if caller.project is not None:
-            raw.append((PROJECT_HEADER.encode(), caller.project.encode()))
-        await self.app({**scope, "headers": raw}, receive, send)
+        await self.app({**scope, CALLER_PROJECT: caller.project}, receive, send)
+
+
+class _GatedReads:
+    """The store as the dashboards use it: reads share the SQL gate with /api/sql."""
+
+    def __init__(self, store: Store, gate: QueryGate) -> None:
+        self._store = store
+        self._gate = gate
+
+    def query(self, sql: str, params: list[Any] | None = None, **kwargs: Any) -> Any:
+        return self._gate.run(self._store.query, sql, params, **kwargs)
 
 
 def create_app(
@@ -69,9 +79,24 @@ def create_app(
         title="taskcost",
         version=__version__,
         description="Task-cost accounting for LLM agents: OTLP/HTTP intake and a read-only SQL API.",
+        docs_url=None,  # served below, behind the same keys as the rest
+        redoc_url=None,
+        openapi_url=None,
     )
     install_error_handlers(app)
     admin_token = admin_token or settings.admin_token
+    gate = QueryGate(settings.sql_max_concurrent, settings.sql_max_queued)
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi(request: Request) -> JSONResponse:
+        authenticate(store, request, "any", admin_token)
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False)
+    def docs(request: Request) -> HTMLResponse:
+        authenticate(store, request, "any", admin_token)
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="taskcost API")
+
     metrics = Metrics(store)
     if hasattr(store, "on_commit"):
         store.on_commit = metrics.on_commit
@@ -97,6 +122,8 @@ def create_app(
             store,
             sql_timeout_s=settings.sql_timeout_s,
             sql_max_rows=settings.sql_max_rows,
+            sql_max_bytes=settings.sql_max_result_bytes,
+            gate=gate,
             metrics=metrics,
             admin_token=admin_token,
         )
@@ -106,12 +133,15 @@ def create_app(
     app.state.store = store
     app.state.metrics = metrics
     app.state.decoders = decoders
+    app.state.sql_gate = gate
     if dashboards:
         from a2wsgi import WSGIMiddleware
 
         from dashboards import create_dash_app
 
-        dash_app = create_dash_app(store, project_header=PROJECT_HEADER, requests_pathname_prefix="/dash/")
+        dash_app = create_dash_app(
+            _GatedReads(store, gate), caller_scope_key=CALLER_PROJECT, requests_pathname_prefix="/dash/"
+        )
         app.add_api_route("/dash", lambda: RedirectResponse("/dash/"), include_in_schema=False)
         app.mount("/dash", _ReadKeyGate(WSGIMiddleware(dash_app.server), store, admin_token))  # type: ignore[arg-type]
         app.state.dash_app = dash_app

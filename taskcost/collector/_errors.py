@@ -31,11 +31,12 @@ _SLUGS = {
     413: "payload_too_large",
     415: "unsupported_media_type",
     422: "invalid_request",
+    429: "too_many_requests",
     500: "internal",
     503: "unavailable",
 }
 # HTTP status -> google.rpc.Code
-_GRPC = {400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 3, 415: 3, 422: 3, 500: 13, 503: 14}
+_GRPC = {400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 3, 415: 3, 422: 3, 429: 8, 500: 13, 503: 14}
 
 
 class ApiError(Exception):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from taskcost.store import CommitInfo, Store
 
@@ -52,6 +52,10 @@ class Metrics:
         )
         limit.set_function(lambda: float(store.queue_limit))
         self.dropped.inc(0)
+        Info("taskcost_store", "The store engine's limits in this process", registry=r).info(store.engine_settings)
+        self.sql_refused = Counter(
+            "taskcost_sql_refused", "SQL queries answered 429: every query slot and queue place taken", registry=r
+        )
 
     def on_commit(self, info: CommitInfo) -> None:
         self.accepted.inc(info.spans)

@@ -71,6 +71,7 @@ class Store(Protocol):
         max_rows: int = ...,
         timeout_s: float = ...,
         project: str | None = ...,
+        max_bytes: int | None = ...,
     ) -> QueryResult: ...
 
     def close(self) -> None: ...
@@ -84,6 +85,9 @@ class Store(Protocol):
 
     @property
     def writer_alive(self) -> bool: ...
+
+    @property
+    def engine_settings(self) -> dict[str, str]: ...
 
     @property
     def auth_enabled(self) -> bool: ...

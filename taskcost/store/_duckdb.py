@@ -25,8 +25,9 @@ from taskcost.store._base import (
     StoreUnavailableError,
 )
 from taskcost.store._migrations import apply_migrations
+from taskcost.store._results import fetch_bounded
 from taskcost.store._rows import TABLES, PreparedBatch, arrow_schema
-from taskcost.store._sandbox import check_select, scope_to_project
+from taskcost.store._sandbox import Sandbox
 from taskcost.store._spool import read_set_aside, set_aside_files, spool_dir
 from taskcost.store._sql import transaction
 from taskcost.store._writer import Writer, empty_batch
@@ -84,7 +85,7 @@ class DuckDBStore:
         self._dedupe_window = dedupe_window
         self.read_only = read_only
         self._con = con
-        self._database = str(con.execute("SELECT current_database()").fetchone()[0])  # type: ignore[index]
+        self._sandbox = Sandbox.for_connection(con)
         self._schemas: dict[str, pa.Schema] = {}
         self._writer: Writer | None = None
         if not read_only:
@@ -241,41 +242,51 @@ class DuckDBStore:
         max_rows: int = 10_000,
         timeout_s: float = 10.0,
         project: str | None = None,
+        max_bytes: int | None = None,
     ) -> QueryResult:
-        """Run one read-only SELECT over the public views, with a time and a row limit.
-        ``project`` limits every view to that project's rows."""
+        """Run one read-only SELECT over the public views (taskcost/store/_sandbox.py), within a time limit, and
+        return at most ``max_rows`` rows and about ``max_bytes`` bytes of values (``truncated`` says so, and
+        ``meta["truncated_by"]`` which limit). ``project`` limits every view to that project's rows."""
         if self._closed:
             raise StoreUnavailableError("store is closed")
         self._caught_up(timeout_s)
-        cur = self._con.cursor()
+        cur = self._sandbox.cursor_for(self._con, project)
         timer = threading.Timer(timeout_s, cur.interrupt)
         try:
-            check_select(cur, sql)
-            if project is not None:
-                scope_to_project(cur, self._database, project)
             started = time.perf_counter()
             timer.start()
             try:
-                rel = cur.execute(sql, params or [])
+                runnable = self._sandbox.prepare(cur, sql)
+                rel = cur.execute(runnable, params or [])
                 columns = [d[0] for d in (rel.description or [])]
                 types = [str(d[1]) for d in (rel.description or [])]
-                rows = rel.fetchmany(max_rows + 1)
+                rows, truncated_by = fetch_bounded(rel, max_rows, max_bytes)
             except duckdb.InterruptException:
                 raise QueryError(f"query interrupted after the {timeout_s:g} s time limit") from None
             except duckdb.OutOfMemoryException as exc:
                 raise QueryError(self._out_of_memory(exc)) from None
             except duckdb.Error as exc:
                 raise QueryError(str(exc)) from None
+            except RecursionError:
+                raise QueryError("the query or its result is nested too deeply") from None
             return QueryResult(
                 columns=columns,
                 types=types,
-                rows=[tuple(r) for r in rows[:max_rows]],
-                truncated=len(rows) > max_rows,
+                rows=rows,
+                truncated=truncated_by is not None,
                 elapsed_s=time.perf_counter() - started,
+                meta={"truncated_by": truncated_by} if truncated_by else {},
             )
         finally:
             timer.cancel()
             cur.close()
+
+    @property
+    def engine_settings(self) -> dict[str, str]:
+        """DuckDB's limits in this process (for /metrics: user SQL cannot read settings)."""
+        with contextlib.closing(self._con.cursor()) as cur:
+            row = cur.execute("SELECT current_setting('memory_limit'), current_setting('threads')").fetchone()
+        return {"memory_limit": str(row[0]), "threads": str(row[1])} if row else {}
 
     def _out_of_memory(self, exc: duckdb.Error) -> str:
         """DuckDB's own advice (SET threads, SET memory_limit) is refused in the sandbox: say what a user can do."""

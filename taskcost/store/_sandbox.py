@@ -1,81 +1,265 @@
-"""User SQL: one SELECT, over the public views only, scoped to one project when asked.
+"""User SQL: one SELECT over the public views, checked on DuckDB's own parse tree and run as exactly that tree.
 
-Defence in depth, on top of the instance-wide hardening (no file, network or extension access,
-configuration locked): the statement is parsed by DuckDB itself (``json_serialize_sql``) and every
-table it reads must be a public view (or a CTE of the query); the only table functions allowed
-generate values. For a project-scoped query, temporary views with the public names shadow the real
-ones on the query's own cursor, so even ``main.llm_calls`` sees that project's rows only.
+Two layers, each enough on its own for the project boundary:
+
+1. **The check** (``Sandbox.prepare``). DuckDB parses the text (``json_serialize_sql``); the tree is turned back
+   into SQL by DuckDB (``json_deserialize_sql``), and *that* SQL is parsed again and checked: what runs is what was
+   checked, whatever the text's comments, quoting or case. The check walks the tree with scopes as DuckDB binds
+   them: a CTE is visible in the body of its own statement and in the CTEs declared after it (a CTE's own body, and
+   an earlier CTE's, see the table of that name, not the CTE), and nowhere else; a recursive CTE sees itself in its
+   recursive part. Everything is an allow-list: statement kind (SELECT), query node and table reference kinds, the
+   relations (the public views and CTEs in scope, never qualified), the table functions that only generate values,
+   and DuckDB's built-in scalar/aggregate/window functions less those that reveal or change the server's state
+   (``current_setting``, ``getvariable``, ``sleep_ms``...). Anything else is refused with a QueryError naming it.
+2. **The cursor** (``Sandbox.cursor_for``). The query runs on its own cursor whose search path is the temporary
+   schema alone, where temporary views with the public names read the real views filtered by the caller's project
+   (a literal the server writes; the user cannot set it). The internal tables (``*_rows``, ``api_keys``...) do not
+   resolve by an unqualified name there at all, and ``main.llm_calls`` is the filtered view too: only a name
+   qualified with the database's own catalog would reach them, and the check refuses every qualified name.
+
+Instance-wide hardening (no file, network or extension access; configuration locked) is set where the store opens.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import duckdb
 
 from taskcost.store._base import QueryError
 
-__all__ = ["PUBLIC_RELATIONS", "check_select", "scope_to_project"]
+__all__ = ["DENIED_FUNCTIONS", "MAX_TREE_DEPTH", "PUBLIC_RELATIONS", "TABLE_FUNCTIONS", "Sandbox"]
 
 # What user SQL may read. The typed *_rows tables, keys and ledgers are internal.
 PUBLIC_RELATIONS = ("llm_calls", "tool_calls", "tasks", "spans")
-_TABLE_FUNCTIONS = {"range", "generate_series", "unnest"}
+# Table functions that only generate values from their arguments.
+TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
+# Built-in functions refused, with why: they read the server's configuration, session or files, change session
+# state, or only waste a slot. Every other built-in scalar, aggregate, window function and macro is allowed.
+DENIED_FUNCTIONS = {
+    **dict.fromkeys(
+        (
+            "current_setting",
+            "getvariable",
+            "current_database",
+            "current_catalog",
+            "current_schema",
+            "current_schemas",
+            "current_query",
+            "current_query_id",
+            "current_connection_id",
+            "current_transaction_id",
+            "current_user",
+            "current_role",
+            "session_user",
+            "user",
+            "version",
+            "txid_current",
+            "json_serialize_sql",
+            "json_deserialize_sql",
+            "json_serialize_plan",
+            "parse_filename",
+            "write_log",
+            "vector_type",
+            "stats",
+        ),
+        "it reveals the server's configuration or session",
+    ),
+    **dict.fromkeys(("nextval", "currval", "setval", "setseed"), "it changes session state"),
+    "sleep_ms": "it only holds a query slot",
+}
+# Nesting depth of the parse tree (JSON levels) at most: a few levels per nested expression or subquery; a query
+# nested deeper is refused instead of recursing without bound in DuckDB, Python or the JSON encoder.
+MAX_TREE_DEPTH = 400
+_TOO_DEEP = f"the query is nested too deeply (at most {MAX_TREE_DEPTH} levels of its parse tree)"
+
+_QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
+_ALL_QUERY_NODES = _QUERY_NODES | {"BOUND_SUBQUERY_NODE", "STATEMENT_NODE"}
+_TABLE_REFS = frozenset({"BASE_TABLE", "JOIN", "SUBQUERY", "TABLE_FUNCTION", "EXPRESSION_LIST", "EMPTY", "PIVOT"})
+_ALL_TABLE_REFS = _TABLE_REFS | {"SHOW_REF", "CTE", "COLUMN_DATA", "DELIM_GET", "BOUND_TABLE_REF", "INVALID"}
+_SHOWN_QUERIES = frozenset({"DESCRIBE", "SUMMARY"})  # DESCRIBE / SUMMARIZE of a query (or of a view: the same)
+_REFUSED_REF_WHY = {
+    "SHOW_REF": "only DESCRIBE or SUMMARIZE of a view or query is available here, not SHOW (docs/schema.md lists "
+    "every view's columns)",
+}
+_EXPRESSIONS = frozenset(
+    {
+        "BETWEEN",
+        "CASE",
+        "CAST",
+        "COLLATE",
+        "COLUMN_REF",
+        "COMPARISON",
+        "CONJUNCTION",
+        "CONSTANT",
+        "FUNCTION",
+        "LAMBDA",
+        "LAMBDA_REF",
+        "OPERATOR",
+        "PARAMETER",
+        "POSITIONAL_REFERENCE",
+        "STAR",
+        "SUBQUERY",
+        "TYPE",
+        "WINDOW",
+    }
+)
 
 
-def _walk(node: Any, ctes: set[str], refs: list[tuple[str, str, str]], funcs: list[str]) -> None:
-    if isinstance(node, dict):
-        cte_map = node.get("cte_map")
-        if isinstance(cte_map, dict):
-            for entry in cte_map.get("map", []):
-                ctes.add(str(entry.get("key", "")).lower())
-        kind = node.get("type")
-        if kind == "BASE_TABLE":
-            refs.append((node.get("catalog_name", ""), node.get("schema_name", ""), node.get("table_name", "")))
-        elif kind == "TABLE_FUNCTION":
-            funcs.append(str(node.get("function", {}).get("function_name", "?")).lower())
-        for value in node.values():
-            _walk(value, ctes, refs, funcs)
-    elif isinstance(node, list):
-        for value in node:
-            _walk(value, ctes, refs, funcs)
-
-
-def check_select(cur: duckdb.DuckDBPyConnection, sql: str) -> None:
-    """Raise QueryError unless ``sql`` is one SELECT reading public views only."""
+def _serialize(cur: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
     try:
-        statements = cur.extract_statements(sql)
+        text = cur.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0]  # type: ignore[index]
     except duckdb.Error as exc:
         raise QueryError(f"SQL does not parse: {exc}") from None
-    if len(statements) != 1:
-        raise QueryError(f"send exactly one statement, got {len(statements)}")
-    kind = statements[0].type.name
-    if kind != "SELECT":
-        raise QueryError(f"only read-only SELECT queries are allowed here, not {kind}")
-    row = cur.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
-    tree = json.loads(row[0]) if row else {"error": True, "error_message": "no parse tree"}
+    try:
+        tree: dict[str, Any] = json.loads(text)
+    except RecursionError:
+        raise QueryError(_TOO_DEEP) from None
     if tree.get("error"):
-        raise QueryError(f"this query form is not supported here: {tree.get('error_message', 'unknown')}")
-    ctes: set[str] = set()
-    refs: list[tuple[str, str, str]] = []
-    funcs: list[str] = []
-    _walk(tree.get("statements", []), ctes, refs, funcs)
-    for catalog, schema, table in refs:
-        name = table.lower()
-        if catalog or schema:
-            raise QueryError(
-                f"refer to views by their plain name, not {'.'.join(p for p in (catalog, schema, table) if p)}"
-            )
-        if name not in PUBLIC_RELATIONS and name not in ctes:
-            raise QueryError(f"unknown or private relation {table!r}; queryable: {', '.join(PUBLIC_RELATIONS)}")
-    for func in funcs:
-        if func not in _TABLE_FUNCTIONS:
-            raise QueryError(f"table function {func}() is not allowed here")
+        message = str(tree.get("error_message", "unknown error"))
+        if "Only SELECT statements" in message:
+            raise QueryError("only read-only SELECT queries are allowed here") from None
+        raise QueryError(f"SQL does not parse: {message}")
+    return tree
 
 
-def scope_to_project(cur: duckdb.DuckDBPyConnection, database: str, project: str) -> None:
-    """Shadow the public views on this cursor with ones that show ``project`` only."""
-    quoted_db = '"' + database.replace('"', '""') + '"'
-    literal = "'" + project.replace("'", "''") + "'"
-    for name in PUBLIC_RELATIONS:
-        cur.execute(f"CREATE TEMP VIEW {name} AS SELECT * FROM {quoted_db}.main.{name} WHERE project = {literal}")
+class Sandbox:
+    """The check and the cursor for one store (``functions``: the built-in function names DuckDB has)."""
+
+    def __init__(self, database: str, functions: Iterable[str]) -> None:
+        self._database = '"' + database.replace('"', '""') + '"'
+        self.functions = frozenset(f.lower() for f in functions) - DENIED_FUNCTIONS.keys()
+
+    @classmethod
+    def for_connection(cls, con: duckdb.DuckDBPyConnection) -> Sandbox:
+        database = str(con.execute("SELECT current_database()").fetchone()[0])  # type: ignore[index]
+        rows = con.execute(
+            "SELECT DISTINCT function_name FROM duckdb_functions() WHERE internal AND database_name = 'system' "
+            "AND schema_name = 'main' AND function_type IN ('scalar', 'aggregate', 'window', 'macro')"
+        ).fetchall()
+        return cls(database, (r[0] for r in rows))
+
+    # -- the check --------------------------------------------------------------------------------------
+    def prepare(self, cur: duckdb.DuckDBPyConnection, sql: str) -> str:
+        """The SQL to run for ``sql``: DuckDB's own rendering of its parse, checked. Raises QueryError."""
+        first = _serialize(cur, sql)
+        statements = first.get("statements", [])
+        if len(statements) != 1:
+            raise QueryError(f"send exactly one statement, got {len(statements)}")
+        try:
+            rendered = cur.execute("SELECT json_deserialize_sql(?)", [json.dumps(first)]).fetchone()[0]  # type: ignore[index]
+        except (duckdb.Error, RecursionError) as exc:
+            if "nesting depth" in str(exc):
+                raise QueryError(_TOO_DEEP) from None
+            raise QueryError(f"this query form is not supported here: {exc}") from None
+        tree = _serialize(cur, rendered)  # what will run: the rendering, parsed again
+        if len(tree.get("statements", [])) != 1:
+            raise QueryError("this query form is not supported here (it does not render as one statement)")
+        self.check(tree["statements"][0]["node"])
+        return str(rendered)
+
+    def check(self, root: dict[str, Any]) -> None:
+        """Walk one statement's query node (iteratively: depth is bounded, not the interpreter's stack)."""
+        stack: list[tuple[Any, frozenset[str], int]] = [(root, frozenset(), 0)]
+        while stack:
+            node, scope, depth = stack.pop()
+            if depth > MAX_TREE_DEPTH:
+                raise QueryError(_TOO_DEEP)
+            if isinstance(node, list):
+                stack.extend((v, scope, depth + 1) for v in node)
+                continue
+            if not isinstance(node, dict):
+                continue
+            kind = node.get("type")
+            if "class" in node:
+                self._expression(node)
+            elif kind in _ALL_QUERY_NODES:
+                stack.extend(self._query_node(node, scope, depth))
+                continue
+            elif kind in _ALL_TABLE_REFS:
+                self._table_ref(node, scope)
+                if kind == "TABLE_FUNCTION":  # the function itself is checked above; its arguments as expressions
+                    stack.extend((a, scope, depth + 1) for a in node["function"].get("children", []))
+                    stack.extend((a, scope, depth + 1) for a in node["function"].get("arguments", []))
+                    stack.extend((v, scope, depth + 1) for k, v in node.items() if k != "function")
+                    continue
+            stack.extend((v, scope, depth + 1) for v in node.values() if isinstance(v, dict | list))
+
+    def _query_node(
+        self, node: dict[str, Any], scope: frozenset[str], depth: int
+    ) -> list[tuple[Any, frozenset[str], int]]:
+        kind = node["type"]
+        if kind not in _QUERY_NODES:
+            raise QueryError(f"this query form is not supported here ({kind})")
+        todo: list[tuple[Any, frozenset[str], int]] = []
+        declared: list[str] = []
+        for entry in (node.get("cte_map") or {}).get("map", []):
+            # a CTE's body sees the CTEs declared before it (DuckDB binds its own name and later ones to tables)
+            todo.append((entry.get("value"), scope | frozenset(declared), depth + 1))
+            declared.append(str(entry.get("key", "")).lower())
+        inner = scope | frozenset(declared)
+        for key, value in node.items():
+            if key == "cte_map" or not isinstance(value, dict | list):
+                continue
+            if kind == "RECURSIVE_CTE_NODE" and key == "right":
+                todo.append((value, inner | {str(node.get("cte_name", "")).lower()}, depth + 1))
+            else:
+                todo.append((value, inner, depth + 1))
+        return todo
+
+    def _table_ref(self, node: dict[str, Any], scope: frozenset[str]) -> None:
+        kind = node["type"]
+        if kind == "SHOW_REF" and node.get("show_type") in _SHOWN_QUERIES and isinstance(node.get("query"), dict):
+            return  # its query is walked like any other
+        if kind not in _TABLE_REFS:
+            raise QueryError(_REFUSED_REF_WHY.get(kind, f"this table form is not allowed here ({kind})"))
+        if kind == "BASE_TABLE":
+            table = str(node.get("table_name", ""))
+            parts = [p for p in (node.get("catalog_name"), node.get("schema_name")) if p]
+            if parts:
+                raise QueryError(f"refer to views by their plain name, not {'.'.join([*parts, table])}")
+            if node.get("at_clause"):
+                raise QueryError("time travel (AT ...) is not available here")
+            name = table.lower()
+            if name not in scope and name not in PUBLIC_RELATIONS:
+                raise QueryError(f"unknown or private relation {table!r}; queryable: {', '.join(PUBLIC_RELATIONS)}")
+        elif kind == "TABLE_FUNCTION":
+            function = node.get("function") or {}
+            name = str(function.get("function_name", "?")).lower()
+            if function.get("schema") or function.get("catalog") or name not in TABLE_FUNCTIONS:
+                raise QueryError(
+                    f"table function {name}() is not allowed here; allowed: {', '.join(sorted(TABLE_FUNCTIONS))}"
+                )
+
+    def _expression(self, node: dict[str, Any]) -> None:
+        cls = node["class"]
+        if cls not in _EXPRESSIONS:
+            raise QueryError(f"this expression form is not allowed here ({cls})")
+        if cls in ("FUNCTION", "WINDOW"):
+            name = str(node.get("function_name", "?"))
+            if node.get("schema") or node.get("catalog"):
+                raise QueryError(f"call functions by their plain name, not {node.get('schema')}.{name}()")
+            if node.get("is_operator") and cls == "FUNCTION":
+                return  # +, -, ||, [] ...: operators, always built in
+            lowered = name.lower()
+            if lowered in DENIED_FUNCTIONS:
+                raise QueryError(f"function {name}() is not allowed here: {DENIED_FUNCTIONS[lowered]}")
+            if lowered not in self.functions:
+                raise QueryError(f"function {name}() is not allowed here (not a built-in function)")
+
+    # -- the cursor -------------------------------------------------------------------------------------
+    def cursor_for(self, con: duckdb.DuckDBPyConnection, project: str | None) -> duckdb.DuckDBPyConnection:
+        """A new cursor on which the public names are temporary views of the real ones, limited to ``project``
+        (every project: None), and nothing else resolves by an unqualified name."""
+        cur = con.cursor()
+        try:
+            where = "" if project is None else " WHERE project = '" + project.replace("'", "''") + "'"
+            for name in PUBLIC_RELATIONS:
+                cur.execute(f"CREATE TEMP VIEW {name} AS SELECT * FROM {self._database}.main.{name}{where}")
+            cur.execute("SET search_path = 'temp.main'")
+        except Exception:
+            cur.close()
+            raise
+        return cur
