@@ -58,6 +58,11 @@ class Settings(BaseSettings):
     sql_max_result_bytes: int = Field(
         32 * MiB, ge=1024, description="Bytes of values returned by one SQL query at most (about: as JSON)."
     )
+    sql_max_value_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        description="Largest value a size argument of user SQL may ask for (repeat, lpad, rpad, list_resize, bar).",
+    )
     sql_max_concurrent: int = Field(4, ge=1, le=256, description="User SQL queries running at once at most.")
     sql_max_queued: int = Field(
         16, ge=0, le=10_000, description="User SQL queries waiting for a slot at most; beyond, 429 + Retry-After."

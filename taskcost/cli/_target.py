@@ -161,4 +161,5 @@ def open_served(settings: Settings, *, spool: bool) -> DuckDBStore:
         spool=spool,
         memory_limit=settings.server_memory_limit(),
         threads=settings.server_duckdb_threads(),
+        sql_max_value_bytes=settings.sql_max_value_bytes,
     )

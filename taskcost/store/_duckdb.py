@@ -27,7 +27,7 @@ from taskcost.store._base import (
 from taskcost.store._migrations import apply_migrations
 from taskcost.store._results import fetch_bounded
 from taskcost.store._rows import TABLES, PreparedBatch, arrow_schema
-from taskcost.store._sandbox import Sandbox
+from taskcost.store._sandbox import DEFAULT_MAX_VALUE_BYTES, Sandbox
 from taskcost.store._spool import read_set_aside, set_aside_files, spool_dir
 from taskcost.store._sql import transaction
 from taskcost.store._writer import Writer, empty_batch
@@ -80,12 +80,13 @@ class DuckDBStore:
         fold_rows: int,
         dedupe_window: int,
         max_queued_s: float | None,
+        max_value_bytes: int,
     ) -> None:
         self.path = path
         self._dedupe_window = dedupe_window
         self.read_only = read_only
         self._con = con
-        self._sandbox = Sandbox.for_connection(con)
+        self._sandbox = Sandbox.for_connection(con, max_value_bytes)
         self._schemas: dict[str, pa.Schema] = {}
         self._writer: Writer | None = None
         if not read_only:
@@ -112,6 +113,7 @@ class DuckDBStore:
         spool: bool = False,
         memory_limit: str | None = None,
         threads: int | None = None,
+        sql_max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> DuckDBStore:
         """``spool``: acknowledge a submitted batch once it is fsynced to the intake spool beside the file
         (``<db>.spool/``, taskcost/store/_spool.py), and commit to DuckDB behind it in large transactions; reads
@@ -123,7 +125,8 @@ class DuckDBStore:
         provider response) is recognised while fewer than this many spans (responses) were stored after it
         (taskcost/store/_dedupe.py). ``max_queued_s``: the write queue also holds at most this many seconds of
         the writer's measured commit rate (None: ``max_queued_spans`` alone; the server sets one: see the
-        ``max_queued_s`` setting)."""
+        ``max_queued_s`` setting). ``sql_max_value_bytes``: the largest value a size argument of user SQL may ask
+        for (``repeat``, ``lpad``...: taskcost/store/_sizeguard.py)."""
         path = Path(path)
         if read_only and not path.exists():
             raise StoreUnavailableError(f"no database at {path} (start `taskcost serve --db {path}` first)")
@@ -146,7 +149,17 @@ class DuckDBStore:
         except Exception:
             con.close()
             raise
-        store = cls(con, path, read_only, max_batch_spans, max_queued_spans, fold_rows, dedupe_window, max_queued_s)
+        store = cls(
+            con,
+            path,
+            read_only,
+            max_batch_spans,
+            max_queued_spans,
+            fold_rows,
+            dedupe_window,
+            max_queued_s,
+            sql_max_value_bytes,
+        )
         if store._writer is not None:
             store._active_keys = _keys.load_active(con)
             store._writer.start(spool)

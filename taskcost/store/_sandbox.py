@@ -29,8 +29,18 @@ from typing import Any
 import duckdb
 
 from taskcost.store._base import QueryError
+from taskcost.store._sizeguard import guard_sizes, guard_template
 
-__all__ = ["DENIED_FUNCTIONS", "MAX_TREE_DEPTH", "PUBLIC_RELATIONS", "TABLE_FUNCTIONS", "Sandbox"]
+__all__ = [
+    "DEFAULT_MAX_VALUE_BYTES",
+    "DENIED_FUNCTIONS",
+    "MAX_TREE_DEPTH",
+    "PUBLIC_RELATIONS",
+    "TABLE_FUNCTIONS",
+    "Sandbox",
+]
+
+DEFAULT_MAX_VALUE_BYTES = 64 * 1024
 
 # What user SQL may read. The typed *_rows tables, keys and ledgers are internal.
 PUBLIC_RELATIONS = ("llm_calls", "tool_calls", "tasks", "spans")
@@ -70,6 +80,8 @@ DENIED_FUNCTIONS = {
     **dict.fromkeys(("nextval", "currval", "setval", "setseed"), "it changes session state"),
     "sleep_ms": "it only holds a query slot",
 }
+# Scalar forms refused for their table form (taskcost/store/_sizeguard.py).
+_LIST_BUILDERS = {"range", "generate_series"}
 # Nesting depth of the parse tree (JSON levels) at most: a few levels per nested expression or subquery; a query
 # nested deeper is refused instead of recursing without bound in DuckDB, Python or the JSON encoder.
 MAX_TREE_DEPTH = 400
@@ -126,20 +138,23 @@ def _serialize(cur: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
 
 
 class Sandbox:
-    """The check and the cursor for one store (``functions``: the built-in function names DuckDB has)."""
+    """The check and the cursor for one store (``functions``: the built-in function names DuckDB has;
+    ``max_value_bytes``: the largest value a size argument may ask for, taskcost/store/_sizeguard.py)."""
 
-    def __init__(self, database: str, functions: Iterable[str]) -> None:
+    def __init__(self, database: str, functions: Iterable[str], max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> None:
         self._database = '"' + database.replace('"', '""') + '"'
         self.functions = frozenset(f.lower() for f in functions) - DENIED_FUNCTIONS.keys()
+        self.max_value_bytes = max_value_bytes
+        self._guard: dict[str, Any] | None = None
 
     @classmethod
-    def for_connection(cls, con: duckdb.DuckDBPyConnection) -> Sandbox:
+    def for_connection(cls, con: duckdb.DuckDBPyConnection, max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> Sandbox:
         database = str(con.execute("SELECT current_database()").fetchone()[0])  # type: ignore[index]
         rows = con.execute(
             "SELECT DISTINCT function_name FROM duckdb_functions() WHERE internal AND database_name = 'system' "
             "AND schema_name = 'main' AND function_type IN ('scalar', 'aggregate', 'window', 'macro')"
         ).fetchall()
-        return cls(database, (r[0] for r in rows))
+        return cls(database, (r[0] for r in rows), max_value_bytes)
 
     # -- the check --------------------------------------------------------------------------------------
     def prepare(self, cur: duckdb.DuckDBPyConnection, sql: str) -> str:
@@ -148,6 +163,11 @@ class Sandbox:
         statements = first.get("statements", [])
         if len(statements) != 1:
             raise QueryError(f"send exactly one statement, got {len(statements)}")
+        if self._guard is None:
+            self._guard = _serialize(cur, guard_template(self.max_value_bytes))["statements"][0]["node"]["select_list"][
+                0
+            ]
+        guard_sizes(first, self._guard)
         try:
             rendered = cur.execute("SELECT json_deserialize_sql(?)", [json.dumps(first)]).fetchone()[0]  # type: ignore[index]
         except (duckdb.Error, RecursionError) as exc:
@@ -244,6 +264,10 @@ class Sandbox:
             if node.get("is_operator") and cls == "FUNCTION":
                 return  # +, -, ||, [] ...: operators, always built in
             lowered = name.lower()
+            if lowered in _LIST_BUILDERS and cls == "FUNCTION":
+                raise QueryError(
+                    f"{name}() as a value builds its whole list in memory: use it as a table (FROM {name}(...))"
+                )
             if lowered in DENIED_FUNCTIONS:
                 raise QueryError(f"function {name}() is not allowed here: {DENIED_FUNCTIONS[lowered]}")
             if lowered not in self.functions:
