@@ -261,8 +261,8 @@ class Sandbox:
             name = str(node.get("function_name", "?"))
             if node.get("schema") or node.get("catalog"):
                 raise QueryError(f"call functions by their plain name, not {node.get('schema')}.{name}()")
-            if node.get("is_operator") and cls == "FUNCTION":
-                return  # +, -, ||, [] ...: operators, always built in
+            if node.get("is_operator") and not name.replace("_", "").isalnum():
+                return  # +, -, ||, ~~ ...: operators, always built in
             lowered = name.lower()
             if lowered in _LIST_BUILDERS and cls == "FUNCTION":
                 raise QueryError(
