@@ -36,7 +36,7 @@ SERVER_STEPS: list[tuple[str, str]] = [
     ),
     (
         "the app, dashboards mounted, and the OTLP/gRPC receiver",
-        "from taskcost.collector import create_app, start_grpc_server; "
+        "from taskcost.app import create_app; from taskcost.collector import start_grpc_server; "
         "import socket; sock = socket.socket(); sock.bind(('127.0.0.1', 0)); port = sock.getsockname()[1]; "
         "sock.close(); app = create_app(s, store, dashboards=True); "
         "g = start_grpc_server(store, s.model_copy(update={'grpc_port': port}))",

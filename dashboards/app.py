@@ -9,6 +9,7 @@ import flask
 from dash import Dash, dcc, html
 
 from dashboards.pages import overview
+from taskcost.analytics import ReadStore
 
 __all__ = ["create_dash_app"]
 
@@ -18,7 +19,7 @@ class _ProjectScoped:
     the caller's read key, which it put in the ASGI scope under ``scope_key`` (None: every project, auth is off).
     A request that did not come through that check reads nothing."""
 
-    def __init__(self, store: Any, scope_key: str) -> None:
+    def __init__(self, store: ReadStore, scope_key: str) -> None:
         self._store = store
         self._scope_key = scope_key
 
@@ -29,7 +30,7 @@ class _ProjectScoped:
         return self._store.query(sql, params, project=scope[self._scope_key], **kwargs)
 
 
-def create_dash_app(store: Any, *, caller_scope_key: str | None = None, **dash_kwargs: Any) -> Dash:
+def create_dash_app(store: ReadStore, *, caller_scope_key: str | None = None, **dash_kwargs: Any) -> Dash:
     """A Dash app over ``store`` (anything ``taskcost.analytics`` accepts). With ``caller_scope_key``, every query
     is limited to the project the server put under that key of the request's ASGI scope."""
     if caller_scope_key is not None:

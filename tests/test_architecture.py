@@ -29,13 +29,16 @@ def _imports(root: Path) -> dict[str, set[str]]:
     return found
 
 
+# ../architecture.md's table: what each room must not import (the composition root, taskcost/app.py, may import all)
+_ROOT = {"taskcost.app", "taskcost.cli"}
 FORBIDDEN = {
     "sdk/src": {"taskcost", "duckdb", "fastapi", "dash", "polars", "pyarrow", "genai_prices", "httpx"},
-    "taskcost/normalize": {"duckdb", "taskcost.store", "taskcost.collector", "taskcost.pricing"},
-    "taskcost/pricing": {"duckdb", "taskcost.store", "taskcost.collector"},
-    "taskcost/analytics": {"duckdb", "taskcost.collector", "dashboards"},
-    "taskcost/collector": {"duckdb", "taskcost.analytics"},
-    "dashboards": {"duckdb", "taskcost.store", "taskcost.collector"},
+    "taskcost/normalize": {"duckdb", "taskcost.store", "taskcost.collector", "taskcost.pricing", *_ROOT},
+    "taskcost/pricing": {"duckdb", "taskcost.store", "taskcost.collector", "taskcost.analytics", "dashboards", *_ROOT},
+    "taskcost/store": {"taskcost.collector", "taskcost.analytics", "taskcost.settings", "dashboards", *_ROOT},
+    "taskcost/analytics": {"duckdb", "taskcost.collector", "dashboards", *_ROOT},
+    "taskcost/collector": {"duckdb", "taskcost.analytics", "dashboards", *_ROOT},
+    "dashboards": {"duckdb", "taskcost.store", "taskcost.collector", "taskcost.pricing", "taskcost.settings", *_ROOT},
 }
 
 
@@ -45,6 +48,12 @@ def test_rooms_import_only_what_they_may(room: str) -> None:
     assert graph, f"no Python files under {room}"
     bad = {f: sorted(mods & FORBIDDEN[room]) for f, mods in graph.items() if mods & FORBIDDEN[room]}
     assert not bad, f"{room} imports what it must not: {bad}"
+
+
+def test_the_composition_root_is_the_only_place_that_mounts_the_dashboards() -> None:
+    graph = _imports(REPO / "taskcost")
+    users = sorted(f for f, mods in graph.items() if "dashboards" in mods)
+    assert users == ["taskcost/app.py"], users
 
 
 def test_only_the_store_imports_duckdb() -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from taskcost.collector import create_app
+from taskcost.app import create_app
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
 from tests.otlp_samples import sample_request

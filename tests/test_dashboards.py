@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from taskcost.collector import create_app
+from taskcost.app import create_app
 from taskcost.normalize import normalize_request
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore, prepare_batch

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from google.rpc import error_details_pb2
 
 from bench.traffic import requests, to_json
-from taskcost.collector import create_app
+from taskcost.app import create_app
 from taskcost.collector._grpc import EXPORT_METHOD, RETRY_INFO_TRAILER, start_grpc_server
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from schemathesis.checks import not_a_server_error
 
-from taskcost.collector import create_app
+from taskcost.app import create_app
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
 from tests.otlp_samples import sample_request, to_otlp_json

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from taskcost.collector import create_app
+from taskcost.app import create_app
 from taskcost.collector._grpc import EXPORT_METHOD, RETRY_INFO_TRAILER, STATUS_DETAILS_TRAILER, start_grpc_server
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore, PreparedBatch

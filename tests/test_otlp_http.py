@@ -13,7 +13,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from taskcost.collector import create_app
+from taskcost.app import create_app
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
 from tests.otlp_samples import sample_request, to_otlp_json

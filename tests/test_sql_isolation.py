@@ -31,7 +31,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from taskcost.collector import create_app
+from taskcost.app import create_app
 from taskcost.settings import Settings
 from taskcost.store import PUBLIC_RELATIONS, DuckDBStore
 from tests.otlp_samples import sample_request

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from taskcost.collector import create_app
+from taskcost.app import create_app
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
 from tests.conftest import free_port, start_server, stop_server

@@ -292,7 +292,7 @@ def test_a_query_out_of_memory_is_a_400_that_says_which_setting_to_raise(tmp_pat
     server's setting instead; the store stays usable."""
     from fastapi.testclient import TestClient
 
-    from taskcost.collector import create_app
+    from taskcost.app import create_app
     from taskcost.settings import Settings
 
     store = DuckDBStore.open(tmp_path / "m.duckdb", memory_limit="32MB", threads=1)

@@ -7,7 +7,7 @@ from typing import Any
 import dash
 from dash import Dash, Input, Output, dcc, html
 
-from taskcost.analytics import task_summary
+from taskcost.analytics import ReadStore, task_summary
 
 __all__ = ["register"]
 
@@ -16,7 +16,7 @@ def _money(v: Any) -> str:
     return "unpriced" if v is None else f"${v:,.6f}"
 
 
-def register(app: Dash, store: Any) -> None:
+def register(app: Dash, store: ReadStore) -> None:
     def layout(**_query: str) -> html.Div:
         return html.Div(
             [

@@ -2,12 +2,14 @@
 
 from taskcost.analytics._coverage import Coverage, MissingPrice, MissingPrices, cost_coverage, missing_prices
 from taskcost.analytics._tasks import OutcomeRow, TaskSummary, task_summary
+from taskcost.store import ReadStore  # what every question reads with (the dashboards type against it)
 
 __all__ = [
     "Coverage",
     "MissingPrice",
     "MissingPrices",
     "OutcomeRow",
+    "ReadStore",
     "TaskSummary",
     "cost_coverage",
     "missing_prices",

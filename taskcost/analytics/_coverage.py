@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from taskcost.analytics._tasks import Queryable
+from taskcost.store import ReadStore
 
 __all__ = ["Coverage", "MissingPrice", "MissingPrices", "cost_coverage", "missing_prices"]
 
@@ -99,7 +99,7 @@ GROUP BY ALL ORDER BY calls DESC, provider, model
 """
 
 
-def cost_coverage(store: Queryable, since: datetime | None = None, until: datetime | None = None) -> Coverage:
+def cost_coverage(store: ReadStore, since: datetime | None = None, until: datetime | None = None) -> Coverage:
     """The LLM cost total over [since, until) (call start times) and how much of it is priced."""
     where, params = _where(since, until)
     r = store.query(_COVERAGE + where, params).dicts()[0]
@@ -113,7 +113,7 @@ def cost_coverage(store: Queryable, since: datetime | None = None, until: dateti
 
 
 def missing_prices(
-    store: Queryable, since: datetime | None = None, until: datetime | None = None, max_rows: int = 1000
+    store: ReadStore, since: datetime | None = None, until: datetime | None = None, max_rows: int = 1000
 ) -> MissingPrices:
     """Models (and reasons) without a price, with their call counts and token volumes, and the coverage."""
     where, params = _where(since, until)

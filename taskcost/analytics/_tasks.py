@@ -4,17 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Protocol
 
-from taskcost.store import QueryResult
+from taskcost.store import ReadStore
 
 __all__ = ["OutcomeRow", "TaskSummary", "task_summary"]
-
-
-class Queryable(Protocol):
-    def query(
-        self, sql: str, params: list[Any] | None = None, *, max_rows: int = ..., timeout_s: float = ...
-    ) -> QueryResult: ...
 
 
 @dataclass(frozen=True)
@@ -56,7 +49,7 @@ FROM tasks GROUP BY 1 ORDER BY 1
 """
 
 
-def task_summary(store: Queryable) -> TaskSummary:
+def task_summary(store: ReadStore) -> TaskSummary:
     """Tasks by outcome and the cost per completed task.
 
     Tasks with no task span yet (calls seen, task not finished) are counted as ``in_progress``.

@@ -49,8 +49,9 @@ def serve(
     import uvicorn
 
     from taskcost._internal.arrow_memory import use_system_allocator
+    from taskcost.app import create_app
     from taskcost.cli._target import open_served, write_server_info
-    from taskcost.collector import create_app, start_grpc_server
+    from taskcost.collector import start_grpc_server
 
     settings = settings_or_exit(
         db=db, port=port, grpc_port=grpc_port, host=host, allow_unauthenticated=allow_unauthenticated

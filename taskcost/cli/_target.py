@@ -77,8 +77,18 @@ class RemoteStore(_Remote):
     """The query side of a running taskcost server, over its HTTP API."""
 
     def query(
-        self, sql: str, params: list[Any] | None = None, *, max_rows: int = 10_000, timeout_s: float = 10.0
+        self,
+        sql: str,
+        params: list[Any] | None = None,
+        *,
+        max_rows: int = 10_000,
+        timeout_s: float = 10.0,
+        project: str | None = None,
+        max_bytes: int | None = None,
     ) -> QueryResult:
+        """The server's /api/sql: its key decides the project and its limits (time, bytes) apply."""
+        if project is not None:
+            raise QueryError("a server decides the project by its key; ask it with that project's read key")
         resp = self._call("POST", "/api/sql", json={"sql": sql, "params": params or [], "max_rows": max_rows})
         if resp.status_code != 200:
             raise QueryError(f"server answered {resp.status_code}: {_error_message(resp)}")
@@ -90,7 +100,10 @@ class RemoteStore(_Remote):
                 if row[i] is not None:
                     row[i] = Decimal(row[i])
             rows.append(tuple(row))
-        return QueryResult(doc["columns"], doc["types"], rows, doc["truncated"], doc["elapsed_s"])
+        by = doc.get("truncated_by")
+        return QueryResult(
+            doc["columns"], doc["types"], rows, doc["truncated"], doc["elapsed_s"], {"truncated_by": by} if by else {}
+        )
 
 
 class RemoteAdmin(_Remote):

@@ -7,12 +7,22 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from taskcost.collector._app import create_app
-    from taskcost.collector._errors import error_body
+    from taskcost.collector._auth import CALLER_PROJECT, authenticate
+    from taskcost.collector._errors import ApiError, error_body
+    from taskcost.collector._gate import QueryGate
     from taskcost.collector._grpc import start_grpc_server
 
-__all__ = ["create_app", "error_body", "start_grpc_server"]
+__all__ = ["CALLER_PROJECT", "ApiError", "QueryGate", "authenticate", "create_app", "error_body", "start_grpc_server"]
 
-_WHERE = {"create_app": "_app", "error_body": "_errors", "start_grpc_server": "_grpc"}
+_WHERE = {
+    "create_app": "_app",
+    "error_body": "_errors",
+    "ApiError": "_errors",
+    "start_grpc_server": "_grpc",
+    "authenticate": "_auth",
+    "CALLER_PROJECT": "_auth",
+    "QueryGate": "_gate",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -61,11 +61,8 @@ def pricing_router(settings: Settings, store: Store, admin_token: str | None) ->
             pricer = source.reload()
         except ValueError as exc:
             raise ApiError(400, f"the prices do not load, nothing was re-priced: {exc}") from None
-        run = getattr(store, "reprice", None)
-        if run is None:
-            raise ApiError(501, "this store cannot re-price")
         try:
-            report = run(
+            report = store.reprice(
                 pricer, since_ns=_ns(body.since), until_ns=_ns(body.until), now_ns=time.time_ns(), dry_run=body.dry_run
             )
         except StoreUnavailableError as exc:
@@ -79,9 +76,6 @@ def pricing_router(settings: Settings, store: Store, admin_token: str | None) ->
     ) -> list[dict[str, Any]]:
         """The self-hosted clusters' windows as last allocated: bill, attributed and idle cost. Admin token."""
         check_admin(request, admin_token)
-        costs = getattr(store, "cluster_costs", None)
-        if costs is None:
-            raise ApiError(501, "this store keeps no cluster costs")
-        return [w.to_json() for w in costs(since_ns=_ns(since), until_ns=_ns(until), cluster_id=cluster)]
+        return [w.to_json() for w in store.cluster_costs(since_ns=_ns(since), until_ns=_ns(until), cluster_id=cluster)]
 
     return router

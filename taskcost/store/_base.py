@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from taskcost.store._keys import ApiKey
 from taskcost.store._rows import PreparedBatch
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from taskcost.pricing import ClusterWindowCost, Pricer, RepriceReport
 
 __all__ = [
     "CommitInfo",
     "QueryError",
     "QueryResult",
+    "ReadStore",
     "Store",
     "StoreBusyError",
     "StoreLockedError",
@@ -58,10 +65,8 @@ class QueryResult:
         return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
 
 
-class Store(Protocol):
-    """What the collector, analytics and CLI may ask of storage."""
-
-    def submit(self, batch: PreparedBatch, wait_s: float = ...) -> Future[CommitInfo]: ...
+class ReadStore(Protocol):
+    """What readers need: analytics, the dashboards and the query API ask the store this and nothing else."""
 
     def query(
         self,
@@ -72,11 +77,40 @@ class Store(Protocol):
         timeout_s: float = ...,
         project: str | None = ...,
         max_bytes: int | None = ...,
-    ) -> QueryResult: ...
+    ) -> QueryResult:
+        """One read-only SELECT over the public views (the sandbox), within ``timeout_s``; at most ``max_rows`` rows
+        and about ``max_bytes`` bytes; ``project``: that project's rows only. Raises QueryError."""
+        ...
 
-    def close(self) -> None: ...
 
-    # operations and access control
+class Store(ReadStore, Protocol):
+    """The whole contract of a storage backend: what the serving process, the collector, the CLI and the tests
+    use. Every implementation passes tests/test_store_contract.py."""
+
+    # -- intake ---------------------------------------------------------------------------------------------
+    @property
+    def read_only(self) -> bool: ...
+
+    @property
+    def arrow_schemas(self) -> dict[str, pa.Schema]:
+        """The Arrow schema of each table a PreparedBatch fills (decode workers lay rows out to it)."""
+        ...
+
+    @property
+    def on_commit(self) -> Callable[[CommitInfo], None] | None: ...
+
+    @on_commit.setter
+    def on_commit(self, fn: Callable[[CommitInfo], None] | None) -> None: ...
+
+    def submit(self, batch: PreparedBatch, wait_s: float = ...) -> Future[CommitInfo]:
+        """Queue a batch for the writer; the future resolves once it is durable. Full queue: StoreBusyError."""
+        ...
+
+    def write(self, batch: PreparedBatch, timeout: float | None = ...) -> CommitInfo: ...
+
+    def fold_rollups(self, timeout: float | None = ...) -> None: ...
+
+    # -- operations -----------------------------------------------------------------------------------------
     @property
     def queued_spans(self) -> int: ...
 
@@ -87,8 +121,21 @@ class Store(Protocol):
     def writer_alive(self) -> bool: ...
 
     @property
+    def committed_spans(self) -> int: ...
+
+    @property
+    def deduplicated_spans(self) -> int: ...
+
+    @property
     def engine_settings(self) -> dict[str, str]: ...
 
+    def close(self) -> None: ...
+
+    def admin_query(self, sql: str, params: list[Any] | None = None) -> QueryResult:
+        """Any SQL over every table, unsandboxed: for this process's own use (maintenance, tests), never user input."""
+        ...
+
+    # -- access control -------------------------------------------------------------------------------------
     @property
     def auth_enabled(self) -> bool: ...
 
@@ -99,3 +146,10 @@ class Store(Protocol):
     def revoke_key(self, key_id: str) -> bool: ...
 
     def list_keys(self) -> list[ApiKey]: ...
+
+    # -- pricing --------------------------------------------------------------------------------------------
+    def reprice(self, pricer: Pricer, **options: Any) -> RepriceReport:
+        """Price stored calls again (and allocate clusters' bills); one at a time (StoreUnavailableError)."""
+        ...
+
+    def cluster_costs(self, **options: Any) -> list[ClusterWindowCost]: ...

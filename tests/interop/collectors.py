@@ -12,7 +12,7 @@ from pathlib import Path
 
 import uvicorn
 
-from taskcost.collector import create_app
+from taskcost.app import create_app
 from taskcost.collector._grpc import GrpcReceiver, start_grpc_server
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore

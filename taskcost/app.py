@@ -1,0 +1,82 @@
+"""The composition root: the collector's app with the dashboards mounted beside it, behind the same read keys.
+
+The one place that knows every room (architecture.md): the collector does not know the dashboards, the
+dashboards do not know the store or the collector; ``taskcost serve`` builds the server here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, RedirectResponse
+
+from taskcost.collector import CALLER_PROJECT, ApiError, QueryGate, authenticate, error_body
+from taskcost.collector import create_app as create_collector_app
+from taskcost.settings import Settings
+from taskcost.store import QueryResult, Store
+
+__all__ = ["create_app"]
+
+
+class _ReadKeyGate:
+    """ASGI wrapper for the dashboards: a read key is required once auth is on, and the caller's project travels
+    to the Dash callbacks in the ASGI scope (``CALLER_PROJECT``), where no client can put anything."""
+
+    def __init__(self, app: Any, store: Store, admin_token: str | None) -> None:
+        self.app = app
+        self.store = store
+        self.admin_token = admin_token
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            caller = authenticate(self.store, headers, "read", self.admin_token)
+        except ApiError as exc:
+            await JSONResponse(error_body(exc.status, exc.message), exc.status, headers=exc.headers)(
+                scope, receive, send
+            )
+            return
+        await self.app({**scope, CALLER_PROJECT: caller.project}, receive, send)
+
+
+class _GatedReads:
+    """The store as the dashboards read it: through the SQL gate that /api/sql uses too."""
+
+    def __init__(self, store: Store, gate: QueryGate) -> None:
+        self._store = store
+        self._gate = gate
+
+    def query(self, sql: str, params: list[Any] | None = None, **kwargs: Any) -> QueryResult:
+        return self._gate.run(self._store.query, sql, params, **kwargs)
+
+
+def create_app(
+    settings: Settings,
+    store: Store,
+    *,
+    dashboards: bool = True,
+    lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
+    admin_token: str | None = None,
+) -> FastAPI:
+    """The whole service around an open store: the collector's app (``taskcost.collector.create_app``: intake, the
+    query API, operations) and, with ``dashboards``, the Dash app at ``/dash/``. Nothing is opened or started
+    here; the caller owns the store."""
+    app = create_collector_app(settings, store, lifespan=lifespan, admin_token=admin_token)
+    if dashboards:
+        from a2wsgi import WSGIMiddleware
+
+        from dashboards import create_dash_app
+
+        token = admin_token or settings.admin_token
+        dash_app = create_dash_app(
+            _GatedReads(store, app.state.sql_gate), caller_scope_key=CALLER_PROJECT, requests_pathname_prefix="/dash/"
+        )
+        app.add_api_route("/dash", lambda: RedirectResponse("/dash/"), include_in_schema=False)
+        app.mount("/dash", _ReadKeyGate(WSGIMiddleware(dash_app.server), store, token))  # type: ignore[arg-type]
+        app.state.dash_app = dash_app
+    return app
