@@ -36,7 +36,7 @@ def default_decode_workers() -> int:
 
 def _pricing_defaults() -> tuple[dict[str, str], tuple[str, ...]]:
     """The pricing module's defaults, imported when needed (it loads the price data library)."""
-    from taskcost.pricing._pricer import DEFAULT_PRICING_ATTRIBUTES, PRICING_TARGETS
+    from taskcost.pricing import DEFAULT_PRICING_ATTRIBUTES, PRICING_TARGETS
 
     return dict(DEFAULT_PRICING_ATTRIBUTES), PRICING_TARGETS
 
@@ -187,7 +187,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _pricing_is_valid(self) -> Settings:
-        from taskcost.pricing._book import price_book_from_table
+        from taskcost.pricing import price_book_from_table
 
         targets = _pricing_defaults()[1]
         if self.price_book is not None and self.price_book_file is not None:

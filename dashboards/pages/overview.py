@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import dash
 from dash import Dash, Input, Output, dcc, html
 
-from taskcost.analytics import ReadStore, task_summary
+from taskcost.analytics import ReadStore, format_usd, task_summary
 
 __all__ = ["register"]
-
-
-def _money(v: Any) -> str:
-    return "unpriced" if v is None else f"${v:,.6f}"
 
 
 def register(app: Dash, store: ReadStore) -> None:
@@ -36,12 +30,18 @@ def register(app: Dash, store: ReadStore) -> None:
     )
     def refresh(_n: int | None) -> tuple[str, list[html.Tr]]:
         s = task_summary(store)
-        headline = (
-            f"{s.tasks} tasks, {s.completed} completed; cost per completed task {_money(s.cost_per_completed_task_usd)}"
-        )
+        per = format_usd(s.cost_per_completed_task_usd, none="unpriced")
+        headline = f"{s.tasks} tasks, {s.completed} completed; cost per completed task {per}"
         head = html.Tr([html.Th(h) for h in ("outcome", "tasks", "attempts", "cost")])
         rows = [
-            html.Tr([html.Td(r.outcome), html.Td(r.tasks), html.Td(r.attempts), html.Td(_money(r.cost_usd))])
+            html.Tr(
+                [
+                    html.Td(r.outcome),
+                    html.Td(r.tasks),
+                    html.Td(r.attempts),
+                    html.Td(format_usd(r.cost_usd, none="unpriced")),
+                ]
+            )
             for r in s.by_outcome
         ]
         return headline, [head, *rows]

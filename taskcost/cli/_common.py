@@ -1,17 +1,16 @@
-"""What every command shares: the Typer app, consoles, options, errors, settings."""
+"""What every command shares: the Typer app, consoles, errors, settings (options: _options.py)."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from rich.console import Console
 
 from taskcost.settings import Settings, load_settings
 
-__all__ = ["DbOption", "KeyOption", "UrlOption", "app", "err", "fail", "out", "settings_or_exit"]
+__all__ = ["app", "err", "fail", "out", "settings_or_exit"]
 
 app = typer.Typer(
     name="taskcost",
@@ -22,19 +21,6 @@ app = typer.Typer(
 # Piped output is not cut to 80 columns: ids and numbers stay whole for scripts.
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 400)
 err = Console(stderr=True, soft_wrap=True)
-
-DbOption = Annotated[
-    Path | None,
-    typer.Option("--db", help="DuckDB file [env TASKCOST_DB; default taskcost.duckdb]", show_default=False),
-]
-UrlOption = Annotated[
-    str | None,
-    typer.Option("--url", help="Ask this running server instead [env TASKCOST_URL]", show_default=False),
-]
-KeyOption = Annotated[
-    str | None,
-    typer.Option("--key", help="API key for --url when the server requires one [env TASKCOST_KEY]", show_default=False),
-]
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:

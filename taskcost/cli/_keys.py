@@ -7,28 +7,22 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from taskcost.cli._common import DbOption, UrlOption, app, err, fail, out, settings_or_exit
-from taskcost.store import KEY_KINDS, StoreUnavailableError
+from taskcost.cli._common import app, err, fail, out, settings_or_exit
+from taskcost.cli._options import AdminOption, DbOption, UrlOption, opened
+from taskcost.store import KEY_KINDS
 
 __all__ = ["keys_app"]
 
 keys_app = typer.Typer(help="API keys: ingest keys send spans, read keys query; each belongs to one project.")
 app.add_typer(keys_app, name="keys")
 
-AdminOption = Annotated[
-    str | None,
-    typer.Option("--admin-token", help="Admin token of the server at --url [env TASKCOST_ADMIN_TOKEN]"),
-]
-
 
 def _admin(db: Any, url: str | None, admin_token: str | None) -> Any:
+    """Key management (the running server's, or the file's), for ``with opened(...)``."""
     from taskcost.cli._target import open_admin
 
     settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
-    try:
-        return open_admin(settings.db, settings.url, settings.admin_token)
-    except (StoreUnavailableError, ValueError) as exc:
-        raise fail(str(exc)) from None
+    return opened(lambda: open_admin(settings.db, settings.url, settings.admin_token), ValueError)
 
 
 @keys_app.command("create")
@@ -40,13 +34,8 @@ def create(
     admin_token: AdminOption = None,
 ) -> None:
     """Create a key and print its secret (shown this once). The first key turns authentication on."""
-    target = _admin(db, url, admin_token)
-    try:
+    with _admin(db, url, admin_token) as target:
         key, secret = target.create_key(project, kind)
-    except (ValueError, StoreUnavailableError) as exc:
-        raise fail(str(exc)) from None
-    finally:
-        target.close()
     err.print(f"created {key.kind} key {key.id} for project {key.project!r}; its secret (shown once):", highlight=False)
     out.print(secret, highlight=False)
 
@@ -54,13 +43,8 @@ def create(
 @keys_app.command("list")
 def list_(db: DbOption = None, url: UrlOption = None, admin_token: AdminOption = None) -> None:
     """Every key: id, project, kind, prefix, created, revoked (never the secret)."""
-    target = _admin(db, url, admin_token)
-    try:
+    with _admin(db, url, admin_token) as target:
         keys = target.list_keys()
-    except StoreUnavailableError as exc:
-        raise fail(str(exc)) from None
-    finally:
-        target.close()
     table = Table("id", "project", "kind", "prefix", "created", "revoked")
     for k in keys:
         table.add_row(k.id, k.project, k.kind, k.prefix + "...", str(k.created_at or ""), str(k.revoked_at or ""))
@@ -75,13 +59,8 @@ def revoke(
     admin_token: AdminOption = None,
 ) -> None:
     """Revoke a key; requests with it are refused from now on."""
-    target = _admin(db, url, admin_token)
-    try:
+    with _admin(db, url, admin_token) as target:
         done = target.revoke_key(key_id)
-    except StoreUnavailableError as exc:
-        raise fail(str(exc)) from None
-    finally:
-        target.close()
     if not done:
         raise fail(f"no active key {key_id!r}")
     err.print(f"revoked {key_id}", highlight=False)

@@ -10,46 +10,34 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from taskcost.cli._common import DbOption, KeyOption, UrlOption, app, err, fail, out, settings_or_exit
-from taskcost.pricing import ClusterWindowCost, DataFileError, PricingConfig, bundled_data, gpu_catalogue
-from taskcost.settings import Settings
-from taskcost.store import QueryError, StoreUnavailableError
+from taskcost.cli._common import app, err, fail, out, settings_or_exit
+from taskcost.cli._options import (
+    AdminOption,
+    DbOption,
+    KeyOption,
+    SinceOption,
+    UntilOption,
+    UrlOption,
+    opened,
+    parse_time,
+    reporting_failures,
+)
+from taskcost.pricing import (
+    ClusterWindowCost,
+    DataFileError,
+    PricingConfig,
+    bundled_data,
+    format_usd,
+    gpu_catalogue,
+)
 
-__all__ = ["explain_cost", "parse_time", "prices_app"]
+__all__ = ["explain_cost", "prices_app"]
 
 prices_app = typer.Typer(
     help="Prices: the price data in use and offline updates, the price book, unpriced calls, GPU rates, "
     "self-hosted clusters' costs."
 )
 app.add_typer(prices_app, name="prices")
-
-SinceOption = Annotated[
-    str | None, typer.Option("--since", help="From this UTC time on (ISO date or date-time)", show_default=False)
-]
-UntilOption = Annotated[
-    str | None, typer.Option("--until", help="Before this UTC time (ISO date or date-time)", show_default=False)
-]
-
-
-def parse_time(value: str | None, option: str) -> datetime | None:
-    """An ISO date or date-time; without a zone it is UTC."""
-    if value is None:
-        return None
-    try:
-        at = datetime.fromisoformat(value)
-    except ValueError:
-        raise fail(
-            f"{option}: {value!r} is not an ISO date or date-time (e.g. 2026-12-01 or 2026-12-01T10:00Z)"
-        ) from None
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-
-
-def pricing_config(settings: Settings) -> PricingConfig:
-    return PricingConfig.from_settings(settings)
-
-
-def _usd(value: Decimal | None) -> str:
-    return "-" if value is None else f"${value:,.6f}"
 
 
 @prices_app.command("update")
@@ -64,7 +52,7 @@ def update(
     from taskcost.pricing import install_data
 
     settings = settings_or_exit(db=db, prices_dir=prices_dir)
-    target = pricing_config(settings).prices_dir
+    target = PricingConfig.from_settings(settings).prices_dir
     assert target is not None
     try:
         data = install_data(source, target)
@@ -94,7 +82,7 @@ def reset(
     from taskcost.pricing import reset_data
 
     settings = settings_or_exit(db=db, prices_dir=prices_dir)
-    target = pricing_config(settings).prices_dir
+    target = PricingConfig.from_settings(settings).prices_dir
     assert target is not None
     changed = reset_data(target)
     out.print(f"using the bundled data: {bundled_data().label}" + ("" if changed else " (already)"), highlight=False)
@@ -104,7 +92,7 @@ def reset(
 def check(db: DbOption = None) -> None:
     """Validate the price data, the price book and the clusters file; errors give the file, line and field."""
     settings = settings_or_exit(db=db)
-    config = pricing_config(settings)
+    config = PricingConfig.from_settings(settings)
     try:
         pricer = config.build()
     except ValueError as exc:
@@ -144,22 +132,19 @@ def _print_pricer(pricer: Any, config: PricingConfig) -> None:
 @prices_app.command("status")
 def status(db: DbOption = None, url: UrlOption = None, key: KeyOption = None) -> None:
     """Which prices are in use: this configuration's, and the running server's when one runs."""
-    from taskcost.cli._reprice import server_for
+    from taskcost.cli._target import server_for
 
     settings = settings_or_exit(db=db, url=url, key=key)
-    config = pricing_config(settings)
+    config = PricingConfig.from_settings(settings)
     try:
         _print_pricer(config.build(), config)
     except ValueError as exc:
         err.print(f"[bold red]the configured prices do not load:[/] {exc}", highlight=False)
-    server = server_for(settings, admin=False)
+    with reporting_failures(ValueError):
+        server = server_for(settings, admin=False)
     if server is not None:
-        try:
-            doc = server.get("/api/pricing/status")
-        except StoreUnavailableError as exc:
-            raise fail(str(exc)) from None
-        finally:
-            server.close()
+        with opened(lambda: server) as asked:
+            doc = asked.get("/api/pricing/status")
         out.print(
             f"server {server.url}: {doc['prices']}; book {doc['book'] or 'none'}; clusters {doc['clusters'] or 'none'}",
             highlight=False,
@@ -181,14 +166,9 @@ def missing(
     from taskcost.cli._target import open_target
 
     settings = settings_or_exit(db=db, url=url, key=key)
-    try:
-        target = open_target(settings.db, settings.url, settings.key)
-        try:
-            found = missing_prices(target, parse_time(since, "--since"), parse_time(until, "--until"))
-        finally:
-            target.close()
-    except (QueryError, StoreUnavailableError) as exc:
-        raise fail(str(exc)) from None
+    start, end = parse_time(since, "--since"), parse_time(until, "--until")
+    with opened(lambda: open_target(settings.db, settings.url, settings.key)) as target:
+        found = missing_prices(target, start, end)
     table = Table("provider", "model", "calls", "input tokens", "output tokens", "first seen", "last seen", "reason")
     for r in found.rows:
         table.add_row(
@@ -206,7 +186,7 @@ def missing(
     else:
         out.print("every call is priced", highlight=False)
     cov = found.coverage
-    out.print(f"total cost of priced calls: {_usd(cov.cost_usd)}", highlight=False)
+    out.print(f"total cost of priced calls: {format_usd(cov.cost_usd)}", highlight=False)
     out.print(cov.sentence(), highlight=False)
     if found.rows:
         err.print(
@@ -237,7 +217,7 @@ def clusters(
     since: SinceOption = None,
     until: UntilOption = None,
     cluster: Annotated[str | None, typer.Option(help="Only this cluster id")] = None,
-    admin_token: Annotated[str | None, typer.Option("--admin-token", help="Admin token of the server at --url")] = None,
+    admin_token: AdminOption = None,
 ) -> None:
     """Self-hosted clusters' bills per window, as last allocated by `taskcost reprice`: attributed and idle."""
     from taskcost.cli._reprice import cluster_windows
@@ -261,9 +241,9 @@ def _print_windows(rows: list[ClusterWindowCost]) -> None:
             f"{start}-{end}",
             f"{w.gpu_count} {w.gpu_type or ''}".strip(),
             str(w.usd_per_gpu_hour.normalize()),
-            _usd(w.bill_usd),
-            _usd(w.attributed_usd),
-            _usd(w.idle_usd),
+            format_usd(w.bill_usd),
+            format_usd(w.attributed_usd),
+            format_usd(w.idle_usd),
             f"{w.busy_s / ((w.window_end_ns - w.window_start_ns) / 1e9):.1%}",
             str(w.calls),
         )
@@ -275,7 +255,8 @@ def _print_windows(rows: list[ClusterWindowCost]) -> None:
     for cid, (bill, attributed, idle) in totals.items():
         share = f" ({idle / bill:.1%} idle)" if bill else ""
         out.print(
-            f"{cid}: bill {_usd(bill)} = attributed to calls {_usd(attributed)} + idle {_usd(idle)}{share}",
+            f"{cid}: bill {format_usd(bill)} = attributed to calls {format_usd(attributed)} "
+            f"+ idle {format_usd(idle)}{share}",
             highlight=False,
         )
 
@@ -289,25 +270,18 @@ def explain_cost(
     key: KeyOption = None,
 ) -> None:
     """Show how one call's cost was computed: the rates, the token counts, discounts and fees, the source."""
+    from taskcost.analytics import call_costs
     from taskcost.cli._target import open_target
     from taskcost.pricing import explain
 
     settings = settings_or_exit(db=db, url=url, key=key)
-    where = "span_id = ?" + (" AND trace_id = ?" if trace_id else "")
-    params = [span_id.lower()] + ([trace_id.lower()] if trace_id else [])
-    try:
-        target = open_target(settings.db, settings.url, settings.key)
-        try:
-            rows = target.query(f"SELECT * FROM llm_calls WHERE {where}", params).dicts()
-            tools = [] if rows else target.query(f"SELECT * FROM tool_calls WHERE {where}", params).dicts()
-        finally:
-            target.close()
-    except (QueryError, StoreUnavailableError) as exc:
-        raise fail(str(exc)) from None
+    with opened(lambda: open_target(settings.db, settings.url, settings.key)) as target:
+        found = call_costs(target, span_id, trace_id)
+    rows, tools = found.calls, found.tools
     if not rows and tools:
         for t in tools:
             out.print(
-                f"tool call {t['span_id']} ({t['tool_name']}), task {t['task_id']}: cost {_usd(t['cost_usd'])}, "
+                f"tool call {t['span_id']} ({t['tool_name']}), task {t['task_id']}: cost {format_usd(t['cost_usd'])}, "
                 f"from {t['cost_source'] or 'nowhere (no cost given, no price in the book)'}",
                 highlight=False,
             )

@@ -13,8 +13,10 @@ import typer
 from rich.table import Table
 
 from taskcost._internal.jsonable import json_value
-from taskcost.cli._common import DbOption, KeyOption, UrlOption, app, err, fail, out, settings_or_exit
-from taskcost.store import QueryError, QueryResult, StoreUnavailableError
+from taskcost.cli._common import app, err, out, settings_or_exit
+from taskcost.cli._options import DbOption, KeyOption, UrlOption, opened
+from taskcost.pricing import format_usd
+from taskcost.store import QueryResult
 
 __all__ = ["sql", "tasks"]
 
@@ -58,14 +60,8 @@ def sql(
     from taskcost.cli._target import open_target
 
     settings = settings_or_exit(db=db, url=url, key=key)
-    try:
-        target = open_target(settings.db, settings.url, settings.key)
-        try:
-            res = target.query(query, max_rows=max_rows or settings.sql_max_rows, timeout_s=settings.sql_timeout_s)
-        finally:
-            target.close()
-    except (QueryError, StoreUnavailableError) as exc:
-        raise fail(str(exc)) from None
+    with opened(lambda: open_target(settings.db, settings.url, settings.key)) as target:
+        res = target.query(query, max_rows=max_rows or settings.sql_max_rows, timeout_s=settings.sql_timeout_s)
     _render(res, fmt)
 
 
@@ -76,24 +72,16 @@ def tasks(db: DbOption = None, url: UrlOption = None, key: KeyOption = None) -> 
     from taskcost.cli._target import open_target
 
     settings = settings_or_exit(db=db, url=url, key=key)
-    try:
-        target = open_target(settings.db, settings.url, settings.key)
-        try:
-            s = task_summary(target)
-        finally:
-            target.close()
-    except (QueryError, StoreUnavailableError) as exc:
-        raise fail(str(exc)) from None
+    with opened(lambda: open_target(settings.db, settings.url, settings.key)) as target:
+        s = task_summary(target)
     table = Table("outcome", "tasks", "llm calls", "attempts", "cost (USD)", "unpriced calls")
     for r in s.by_outcome:
-        cost = "-" if r.cost_usd is None else f"{r.cost_usd:.6f}"
+        cost = format_usd(r.cost_usd)
         table.add_row(r.outcome, str(r.tasks), str(r.llm_calls), str(r.attempts), cost, str(r.unpriced_calls))
     out.print(table)
-    per = "n/a (no completed task or no priced call)"
-    if s.cost_per_completed_task_usd is not None:
-        per = f"${s.cost_per_completed_task_usd:.6f}"
+    per = format_usd(s.cost_per_completed_task_usd, none="n/a (no completed task or no priced call)")
     out.print(f"tasks: {s.tasks}, completed: {s.completed}", highlight=False)
-    out.print(f"total cost: {'n/a' if s.total_cost_usd is None else f'${s.total_cost_usd:.6f}'}", highlight=False)
+    out.print(f"total cost: {format_usd(s.total_cost_usd, none='n/a')}", highlight=False)
     out.print(f"cost per completed task (all spend / completed tasks): {per}", highlight=False)
     if s.attempts:
         out.print(

@@ -12,7 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from taskcost.cli._common import DbOption, app, err, fail, settings_or_exit
+from taskcost.cli._common import app, err, fail, settings_or_exit
+from taskcost.cli._options import DbOption
 from taskcost.store import StoreUnavailableError
 
 __all__ = ["serve"]

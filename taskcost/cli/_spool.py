@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from taskcost.cli._common import DbOption, app, err, fail, out, settings_or_exit
-from taskcost.store import StoreUnavailableError
+from taskcost.cli._common import app, err, fail, out, settings_or_exit
+from taskcost.cli._options import DbOption, opened
 
 __all__ = ["spool_app"]
 
@@ -23,12 +23,8 @@ def retry(db: DbOption = None) -> None:
     settings = settings_or_exit(db=db)
     if not settings.db.exists():
         raise fail(f"no database at {settings.db}")
-    try:
-        store = open_served(settings, spool=False)  # a record is removed once its commit is done
-    except StoreUnavailableError as exc:
-        raise fail(str(exc)) from None
     committed = kept = 0
-    try:
+    with opened(lambda: open_served(settings, spool=False)) as store:  # a record is removed once committed
         for path, result in store.retry_set_aside():
             if isinstance(result, Exception):
                 kept += 1
@@ -39,8 +35,6 @@ def retry(db: DbOption = None) -> None:
                     f"{path.name}: committed, {result.spans} spans ({result.deduplicated} were stored already)",
                     highlight=False,
                 )
-    finally:
-        store.close()
     out.print(f"{committed} set-aside records committed, {kept} kept", highlight=False)
     if kept:
         raise typer.Exit(1)

@@ -14,7 +14,19 @@ import httpx
 from taskcost.settings import Settings
 from taskcost.store import ApiKey, DuckDBStore, QueryError, QueryResult, StoreUnavailableError
 
-__all__ = ["RemoteStore", "open_admin", "open_served", "open_target", "server_info_path", "write_server_info"]
+__all__ = [
+    "PricingServer",
+    "Remote",
+    "RemoteStore",
+    "error_message",
+    "open_admin",
+    "open_served",
+    "open_target",
+    "running_server",
+    "server_for",
+    "server_info_path",
+    "write_server_info",
+]
 
 
 def server_info_path(db: Path) -> Path:
@@ -41,7 +53,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _running_server(db: Path) -> dict[str, Any] | None:
+def running_server(db: Path) -> dict[str, Any] | None:
     try:
         info = json.loads(server_info_path(db).read_text())
         alive = _pid_alive(int(info["pid"])) and isinstance(info["url"], str)
@@ -50,14 +62,14 @@ def _running_server(db: Path) -> dict[str, Any] | None:
     return info if alive else None
 
 
-def _error_message(resp: httpx.Response) -> str:
+def error_message(resp: httpx.Response) -> str:
     try:
         return str(resp.json()["message"])
     except (ValueError, KeyError, TypeError):
         return resp.text[:500]
 
 
-class _Remote:
+class Remote:
     def __init__(self, url: str, token: str | None, timeout_s: float = 60.0) -> None:
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -73,7 +85,7 @@ class _Remote:
         self._client.close()
 
 
-class RemoteStore(_Remote):
+class RemoteStore(Remote):
     """The query side of a running taskcost server, over its HTTP API."""
 
     def query(
@@ -91,7 +103,7 @@ class RemoteStore(_Remote):
             raise QueryError("a server decides the project by its key; ask it with that project's read key")
         resp = self._call("POST", "/api/sql", json={"sql": sql, "params": params or [], "max_rows": max_rows})
         if resp.status_code != 200:
-            raise QueryError(f"server answered {resp.status_code}: {_error_message(resp)}")
+            raise QueryError(f"server answered {resp.status_code}: {error_message(resp)}")
         doc = resp.json()
         decimal_cols = [i for i, t in enumerate(doc["types"]) if t.startswith("DECIMAL")]
         rows = []
@@ -106,12 +118,12 @@ class RemoteStore(_Remote):
         )
 
 
-class RemoteAdmin(_Remote):
+class RemoteAdmin(Remote):
     """Key management on a running server (needs its admin token)."""
 
     def _keys(self, resp: httpx.Response, expect: int = 200) -> Any:
         if resp.status_code != expect:
-            raise StoreUnavailableError(f"server answered {resp.status_code}: {_error_message(resp)}")
+            raise StoreUnavailableError(f"server answered {resp.status_code}: {error_message(resp)}")
         return resp.json()
 
     @staticmethod
@@ -121,7 +133,7 @@ class RemoteAdmin(_Remote):
     def create_key(self, project: str, kind: str) -> tuple[ApiKey, str]:
         resp = self._call("POST", "/api/admin/keys", json={"project": project, "kind": kind})
         if resp.status_code in (400, 422):
-            raise ValueError(_error_message(resp))
+            raise ValueError(error_message(resp))
         doc = self._keys(resp, 201)
         return self._key(doc), doc["secret"]
 
@@ -140,7 +152,7 @@ def open_target(db: Path, url: str | None, key: str | None = None) -> RemoteStor
     """The server at ``url``; else the server that owns ``db``; else ``db`` opened read-only."""
     if url:
         return RemoteStore(url, key)
-    running = _running_server(db)
+    running = running_server(db)
     if running:
         return RemoteStore(running["url"], key or running.get("admin_token"))
     try:
@@ -156,7 +168,7 @@ def open_admin(db: Path, url: str | None, admin_token: str | None) -> RemoteAdmi
         if not admin_token:
             raise ValueError("--url needs --admin-token (or TASKCOST_ADMIN_TOKEN) for key management")
         return RemoteAdmin(url, admin_token)
-    running = _running_server(db)
+    running = running_server(db)
     if running:
         return RemoteAdmin(running["url"], admin_token or running.get("admin_token"))
     return DuckDBStore.open(db)
@@ -176,3 +188,33 @@ def open_served(settings: Settings, *, spool: bool) -> DuckDBStore:
         threads=settings.server_duckdb_threads(),
         sql_max_value_bytes=settings.sql_max_value_bytes,
     )
+
+
+class PricingServer(Remote):
+    """The pricing endpoints of a running server."""
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        resp = self._call(method, path, **kwargs)
+        if resp.status_code != 200:
+            raise StoreUnavailableError(f"server answered {resp.status_code}: {error_message(resp)}")
+        return resp.json()
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self._json("GET", path, params={k: v for k, v in params.items() if v is not None})
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        return self._json("POST", path, json=body)
+
+
+def server_for(settings: Settings, *, admin: bool) -> PricingServer | None:
+    """The server to ask: ``--url`` (with the admin token or key), else the one that owns ``--db``, else None.
+    Raises ValueError when ``--url`` needs an admin token that was not given."""
+    if settings.url:
+        token = settings.admin_token if admin else (settings.key or settings.admin_token)
+        if admin and not token:
+            raise ValueError("--url needs --admin-token (or TASKCOST_ADMIN_TOKEN) to re-price or read cluster costs")
+        return PricingServer(settings.url, token, timeout_s=3600.0)
+    running = running_server(settings.db)
+    if running:
+        return PricingServer(running["url"], settings.admin_token or running.get("admin_token"), timeout_s=3600.0)
+    return None

@@ -9,7 +9,16 @@ from taskcost.pricing._api import (
     money,
     price_library_provider,
 )
-from taskcost.pricing._book import CustomModel, Discount, Fee, Override, PriceBook, ToolPrice, load_price_book
+from taskcost.pricing._book import (
+    CustomModel,
+    Discount,
+    Fee,
+    Override,
+    PriceBook,
+    ToolPrice,
+    load_price_book,
+    price_book_from_table,
+)
 from taskcost.pricing._clusters import (
     Cluster,
     ClustersFile,
@@ -24,6 +33,7 @@ from taskcost.pricing._clusters import (
 )
 from taskcost.pricing._data import DataFileError, PriceData, bundled_data, current_data, install_data, reset_data
 from taskcost.pricing._explain import explain
+from taskcost.pricing._format import format_usd
 from taskcost.pricing._pricer import (
     DEFAULT_PRICING_ATTRIBUTES,
     PRICING_TARGETS,
@@ -71,6 +81,7 @@ __all__ = [
     "current_data",
     "epoch_ns",
     "explain",
+    "format_usd",
     "gpu_catalogue",
     "install_data",
     "install_pricing",
@@ -78,6 +89,7 @@ __all__ = [
     "load_clusters",
     "load_price_book",
     "money",
+    "price_book_from_table",
     "price_call",
     "price_library_provider",
     "pricing_inputs",

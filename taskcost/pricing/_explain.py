@@ -11,15 +11,13 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from taskcost.pricing._format import format_usd
+
 __all__ = ["explain"]
 
 
 def _usd(value: Any, sign: bool = False) -> str:
-    d = Decimal(str(value))
-    text = f"${abs(d):.12f}"
-    if sign:
-        return ("-" if d < 0 else "+") + text
-    return ("-" if d < 0 else "") + text
+    return format_usd(value, places=12, sign=sign)
 
 
 def _n(value: Any) -> str:
