@@ -52,23 +52,32 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 
 def _inflate(body: bytes, encoding: str, limit: int) -> bytes:
+    """The decompressed body, whole: every member of a multi-member gzip stream (RFC 1952) is read; bytes after
+    the last member, or after a deflate stream, are a 400, never silently dropped."""
     if encoding in ("", "identity"):
         return body
-    if encoding == "gzip":
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    elif encoding == "deflate":
-        d = zlib.decompressobj(zlib.MAX_WBITS)
-    else:
+    if encoding not in ("gzip", "deflate"):
         raise ApiError(415, f"unsupported Content-Encoding {encoding!r}; use gzip, deflate or none")
-    try:
-        out = d.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise ApiError(400, f"body is not valid {encoding} data: {exc}") from None
-    if len(out) > limit or d.unconsumed_tail:
-        raise ApiError(413, f"decompressed body exceeds the limit of {limit} bytes")
-    if not d.eof:
-        raise ApiError(400, f"{encoding} body is truncated")
-    return out
+    wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
+    parts: list[bytes] = []
+    size, rest = 0, body
+    while True:
+        d = zlib.decompressobj(wbits)
+        try:
+            part = d.decompress(rest, limit - size + 1)
+        except zlib.error as exc:
+            raise ApiError(400, f"body is not valid {encoding} data: {exc}") from None
+        size += len(part)
+        if size > limit or d.unconsumed_tail:
+            raise ApiError(413, f"decompressed body exceeds the limit of {limit} bytes")
+        if not d.eof:
+            raise ApiError(400, f"{encoding} body is truncated")
+        parts.append(part)
+        rest = d.unused_data
+        if not rest:
+            return b"".join(parts)
+        if encoding != "gzip" or not rest.startswith(b"\x1f\x8b"):
+            raise ApiError(400, f"{len(rest)} bytes follow the end of the {encoding} stream")
 
 
 def _response(ctype: str, ingested: Ingested) -> Response:

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-__all__ = ["MAX_TOKENS", "Attrs", "any_value", "attributes_dict", "to_decimal", "to_int"]
+__all__ = ["MAX_MONEY", "MAX_TOKENS", "Attrs", "any_value", "attributes_dict", "to_decimal", "to_int", "to_money"]
 
 # A token count above this is not a real request; it is treated as absent (and counted as a warning).
 MAX_TOKENS = 10**12
+# Money is stored as DECIMAL(38, 12): 12 places after the point, and below 10^26 dollars.
+_CENT_FRACTION = Decimal(1).scaleb(-12)
+MAX_MONEY = Decimal(10) ** 26
+_WIDE = Context(prec=60)  # enough digits for any amount below MAX_MONEY at 12 places
 
 
 def any_value(v: AnyValue) -> Any:
@@ -77,6 +81,19 @@ def to_decimal(value: Any) -> Decimal | None:
     except (InvalidOperation, ValueError):
         return None
     return d if d.is_finite() and d >= 0 else None
+
+
+def to_money(value: Any, warn: Callable[[str], None] | None = None, key: str = "amount") -> Decimal | None:
+    """A non-negative amount of money as the store keeps it: rounded to 12 places, half to even (0.1*3 sent as
+    0.30000000000000004 is 0.300000000000); None for what is not one (negative, NaN, infinite, not a number) or
+    does not fit (10^26 and more), with a warning that names it."""
+    d = to_decimal(value)
+    if d is None or d >= MAX_MONEY:
+        if value is not None and warn is not None:
+            why = "10^26 or more" if d is not None else "not an amount >= 0"
+            warn(f"ignored {key}={str(value)[:40]!r}: {why}")
+        return None
+    return d.quantize(_CENT_FRACTION, rounding=ROUND_HALF_EVEN, context=_WIDE)
 
 
 class Attrs:

@@ -17,7 +17,7 @@ from taskcost._internal.compact_json import compact_sorted
 from taskcost.normalize import _conventions as C
 from taskcost.normalize import _extract as X
 from taskcost.normalize import _names as N
-from taskcost.normalize._attrs import Attrs, attributes_dict, to_decimal
+from taskcost.normalize._attrs import Attrs, attributes_dict, to_money
 from taskcost.normalize._fold import Candidate, fold_calls
 from taskcost.normalize._records import (
     LLMCallRecord,
@@ -155,16 +155,19 @@ def _parse(
     """The span's record (into ``out``) and what building its call, tool call or task needs; None (and a rejection)
     for a span no record can be made of. Each field of the message is read once (each read costs a lookup)."""
     raw_trace, raw_span, raw_parent = span.trace_id, span.span_id, span.parent_span_id
-    if len(raw_trace) != 16 or len(raw_span) != 8 or not any(raw_trace):
-        out.reject(f"span {span.name!r}: trace_id must be 16 bytes and span_id 8 bytes")
+    if len(raw_trace) != 16 or len(raw_span) != 8 or not any(raw_trace) or not any(raw_span):
+        out.reject(f"span {span.name[:100]!r}: trace_id must be 16 bytes and span_id 8 bytes, not all zero")
         return None
     if raw_parent and len(raw_parent) != 8:
         out.reject(f"span {span.name!r}: parent_span_id must be 8 bytes")
         return None
     start_ns, end_ns = span.start_time_unix_nano, span.end_time_unix_nano
     if not (0 < start_ns < _MAX_NS and 0 < end_ns < _MAX_NS):
-        out.reject(f"span {span.name!r}: start and end time must be set, in nanoseconds since 1970")
+        out.reject(f"span {span.name[:100]!r}: start and end time must be set, in nanoseconds since 1970")
         return None
+    if end_ns < start_ns:  # a clock that went backwards: kept, as a span of no duration
+        out.warn(f"span {span.name[:100]!r}: end before start by {start_ns - end_ns} ns; end set to start")
+        end_ns = start_ns
     span_attrs = attributes_dict(span.attributes)
     trace_id, span_id = raw_trace.hex(), raw_span.hex()
     parent_id = raw_parent.hex() or None
@@ -319,7 +322,7 @@ def _tool_call(p: _Parsed, task_id: str, status: str, error_type: str | None) ->
         end_ns=p.end_ns,
         status=status,
         error_type=error_type,
-        cost_usd=to_decimal(p.attrs.span.get(N.TOOL_COST)),
+        cost_usd=to_money(p.attrs.span.get(N.TOOL_COST), p.attrs.warn, N.TOOL_COST),
         service_name=p.service,
     )
 
