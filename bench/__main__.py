@@ -98,11 +98,11 @@ def _memory_lines(long: Any, memory_limit: str) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
-    ap.add_argument("--only", choices=["ingest", "query", "sdk"], action="append")
+    ap.add_argument("--only", choices=["ingest", "query", "reprice", "sdk"], action="append")
     ap.add_argument("--senders", type=int, default=8, help="concurrent senders (agents) in the ingest run")
     ap.add_argument("--ingest-runs", type=int, default=3, help="ingest runs; the median is reported")
     args = ap.parse_args()
-    parts = args.only or ["ingest", "query", "sdk"]
+    parts = args.only or ["ingest", "query", "reprice", "sdk"]
     lines = [
         "# Benchmark results",
         "",
@@ -233,6 +233,27 @@ def main() -> None:
             f"process, under the server's memory limit): {res[(LIVE, sizes[0])]:,.0f} spans/s at {sizes[0]:,} calls, "
             f"{res[(LIVE, sizes[1])]:,.0f} at {sizes[1]:,}. Its keys are checked against the dedupe window "
             "(`dedupe_window_spans`) whatever the history's size.",
+            "",
+        ]
+    if "reprice" in parts:
+        from bench.reprice import run_reprice
+
+        print("reprice ...", flush=True)
+        runs = run_reprice((20_000, 100_000) if args.quick else (1_000_000, 10_000_000))
+        lines += [
+            "## Re-pricing the whole history",
+            "",
+            "`taskcost reprice` of every stored call (each with its span), in a fresh process opened as the server"
+            " opens the file; pages of 5,000 calls, each its own transaction. One run each.",
+            "",
+            "| stored calls | re-priced; changed | seconds | calls/s | peak RSS, MB | DuckDB holds at the end, MB |"
+            " memory_limit |",
+            "|---|---|---|---|---|---|---|",
+            *(
+                f"| {r.calls:,} | {r.calls:,}; {r.changed:,} | {r.seconds:,.1f} | {r.calls / r.seconds:,.0f} |"
+                f" {r.peak_rss_mb:,.0f} | {r.duckdb_mb:,.0f} | {r.memory_limit} |"
+                for r in runs
+            ),
             "",
         ]
     if "sdk" in parts:

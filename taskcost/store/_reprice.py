@@ -36,7 +36,6 @@ import pyarrow as pa
 from taskcost.pricing import CallPrice, ClusterWindowCost, ModelChange, Pricer, RepriceReport, pricing_inputs
 from taskcost.pricing._clusters import Cluster, ServedCall, WindowAllocation, allocate_window, describe, windows
 from taskcost.store import _rollup
-from taskcost.store._dedupe import span_key
 from taskcost.store._rows import PRICE_COLUMNS, price_row, usage_of
 from taskcost.store._sql import count, transaction
 
@@ -58,8 +57,6 @@ _SET = ", ".join(f"{c} = n.{c}" for c in PRICE_COLUMNS)
 _OLD = ", ".join(f"c.{c} AS old_{c}" for c in PRICE_COLUMNS if c != "priced_at_ns")
 _MAX_WINDOWS_SHOWN = 24
 _CHECKPOINT_PAGES = 10  # try a CHECKPOINT after this many committed pages: it writes out the updates held in memory
-_SEEN = "_taskcost_reprice_seen"
-_SEEN_KEY = span_key("c")
 
 
 def _range(col: str, since_ns: int | None, until_ns: int | None) -> tuple[str, list[Any]]:
@@ -110,7 +107,40 @@ def _apply(cur: duckdb.DuckDBPyConnection, rows: list[tuple[Any, ...]]) -> None:
             cur.unregister("_taskcost_repriced")
 
 
-def _snapshot_api_calls(cur: duckdb.DuckDBPyConnection, pricer: Pricer, where: str, params: list[Any]) -> int:
+_API_CALLS = "c.deployment IS DISTINCT FROM 'self_hosted'"
+
+
+_Key = tuple[int, int]  # (start_ns, rowid): the order pages follow, unique per call
+
+
+def _page_bounds(cur: duckdb.DuckDBPyConnection, where: str, params: list[Any], page: int) -> tuple[int, list[_Key]]:
+    """How many API calls match, and the keys that split them into pages of ``page`` calls (the last one past the
+    end): the matches' keys, sorted by DuckDB (which spills to disk beyond its memory limit) and read in batches."""
+    bounds: list[_Key] = []
+    total, last = 0, (0, 0)
+    with contextlib.closing(cur.cursor()) as keys:  # its own connection: the reader streams while it is open
+        reader = keys.sql(
+            f"SELECT c.start_ns, c.rowid FROM llm_call_rows c WHERE {_API_CALLS} AND {where} ORDER BY 1, 2",
+            params=params,
+        ).to_arrow_reader(65_536)
+        for batch in reader:
+            starts, rowids = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+            bounds += [(starts[i], rowids[i]) for i in range((-total) % page, len(starts), page)]
+            total += len(starts)
+            if starts:
+                last = (starts[-1], rowids[-1])
+    return total, ([*bounds, (last[0], last[1] + 1)] if total else [])
+
+
+_IN_PAGE = "c.start_ns BETWEEN ? AND ? AND (c.start_ns > ? OR c.rowid >= ?) AND (c.start_ns < ? OR c.rowid < ?)"
+
+
+def _page_rows(
+    cur: duckdb.DuckDBPyConnection, pricer: Pricer, where: str, params: list[Any], lo: _Key, hi: _Key
+) -> list[tuple[Any, ...]]:
+    """The API calls from key ``lo`` up to (not with) ``hi`` that match ``where``, with what pricing them needs: the
+    stored usage, the old prices and the pricing attributes of their spans (read from the spans of the same start
+    times only, so that a page joins a page)."""
     names = [name for name, _ in pricer.attributes]
     lookups = ", ".join(
         "coalesce(json_extract_string(s.attributes, ?), json_extract_string(s.resource_attributes, ?))" for _ in names
@@ -119,19 +149,18 @@ def _snapshot_api_calls(cur: duckdb.DuckDBPyConnection, pricer: Pricer, where: s
     for name in names:
         path = '$."' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
         paths += [path, path]
-    cur.execute(
-        "CREATE OR REPLACE TEMP TABLE _taskcost_reprice AS "
-        "SELECT row_number() OVER (ORDER BY c.start_ns, c.project, c.trace_id, c.span_id) AS rn, "
-        "c.project, c.trace_id, c.span_id, c.start_ns, c.received_ns, c.provider, "
+    return cur.execute(
+        "SELECT 0 AS rn, c.project, c.trace_id, c.span_id, c.start_ns, c.provider, "
         "coalesce(c.response_model, c.request_model) AS model, c.input_tokens, c.output_tokens, "
         "c.cache_read_tokens, c.cache_write_tokens, c.reasoning_tokens, c.status, c.deployment, c.cluster_id, "
         f"{_OLD}, [{lookups}]::VARCHAR[] AS attrs, c.task_id, NOT c.duplicate AS counted "
         "FROM llm_call_rows c LEFT JOIN spans s "
         "ON s.project = c.project AND s.trace_id = c.trace_id AND s.span_id = c.span_id "
-        f"WHERE c.deployment IS DISTINCT FROM 'self_hosted' AND {where}",
-        paths + params,
-    )
-    return count(cur, "SELECT count(*) FROM _taskcost_reprice")
+        "AND s.start_ns = c.start_ns AND s.start_ns BETWEEN ? AND ? "
+        f"WHERE {_API_CALLS} AND {_IN_PAGE} AND {where} "
+        "ORDER BY c.start_ns, c.rowid",
+        [*paths, lo[0], hi[0], lo[0], hi[0], lo[0], lo[1], hi[0], hi[1], *params],
+    ).fetchall()
 
 
 def _price_page(
@@ -191,15 +220,12 @@ def _api_pass(
     progress: Progress | None,
     write: bool,
 ) -> None:
-    """The calls priced by token (not self-hosted): a snapshot, then a transaction per page (``write``: else
-    nothing is applied)."""
-    total = _snapshot_api_calls(cur, pricer, where, params)
+    """The calls priced by token (not self-hosted) that ``where`` selects, page by page in start order: a page is
+    read, priced and (``write``) applied in its own transaction; memory holds one page whatever the history."""
+    total, bounds = _page_bounds(cur, where, params, page)
     done = pages = 0
-    while done < total:
-        rows = cur.execute(
-            "SELECT * EXCLUDE (received_ns) FROM _taskcost_reprice WHERE rn > ? AND rn <= ? ORDER BY rn",
-            [done, done + page],
-        ).fetchall()
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        rows = _page_rows(cur, pricer, where, params, lo, hi)
         changed = _price_page(pricer, rows, now_ns, report)
         if write:
             with transaction(cur):
@@ -212,9 +238,7 @@ def _api_pass(
                     cur.execute("CHECKPOINT")
         done += len(rows)
         if progress is not None:
-            progress("calls", done, total)
-        if not rows:
-            break
+            progress("calls", min(done, total), total)
 
 
 def _tool_pass(
@@ -470,21 +494,14 @@ def _catch_up(
     params: list[Any],
     started_ns: int,
     now_ns: int,
+    page: int,
 ) -> None:
-    """Calls received before the re-price began but committed after its snapshot: price them too."""
-    cur.execute(f"CREATE OR REPLACE TEMP TABLE {_SEEN} AS SELECT {_SEEN_KEY} AS k FROM _taskcost_reprice AS c")
-    cur.execute("DROP TABLE _taskcost_reprice")
-    total = _snapshot_api_calls(
-        cur,
-        pricer,
-        f"{where} AND c.received_ns < ? AND {_SEEN_KEY} NOT IN (SELECT k FROM {_SEEN})",
-        [*params, started_ns],
-    )
-    if total:
-        late = cur.execute("SELECT * EXCLUDE (received_ns) FROM _taskcost_reprice ORDER BY rn").fetchall()
-        extra = RepriceReport()
-        _apply(cur, _price_page(pricer, late, now_ns, extra))
-        report.caught_up = extra.updated
+    """Calls received before the re-price began but committed after it did (appended after the last row it saw,
+    ``where`` says so): price them too. They may have been priced with the old prices on their way in."""
+    extra = RepriceReport()
+    late_where = f"{where} AND c.received_ns < ?"
+    _api_pass(cur, pricer, extra, late_where, [*params, started_ns], now_ns, page, None, write=True)
+    report.caught_up = extra.updated
 
 
 def reprice(
@@ -513,22 +530,21 @@ def reprice(
     )
     where, params = _range("c.start_ns", since_ns, until_ns)
     with contextlib.closing(con.cursor()) as cur:
-        try:
-            _api_pass(cur, pricer, report, where, params, now_ns, page, progress, write=not dry_run)
-            if progress is not None:
-                progress("clusters", 0, 1)
-            with transaction(cur, commit=not dry_run):  # a dry run rolls its tool and cluster passes back
-                _tool_pass(cur, pricer, report, where.replace("c.start_ns", "start_ns"), params)
-                _cluster_pass(cur, pricer, report, since_ns, until_ns, now_ns)
-            if progress is not None:
-                progress("clusters", 1, 1)
-            if not dry_run:
-                with transaction(cur):
-                    _catch_up(cur, pricer, report, where, params, started_ns, now_ns)
-        finally:
-            with contextlib.suppress(duckdb.Error):
-                cur.execute("DROP TABLE IF EXISTS _taskcost_reprice")
-                cur.execute(f"DROP TABLE IF EXISTS {_SEEN}")
+        # the calls stored when it begins (row ids only grow: rows are appended, never deleted); the ones appended
+        # later came in priced with the new prices, but for those received before it began: the catch-up
+        seen = count(cur, "SELECT coalesce(max(rowid), -1) FROM llm_call_rows")
+        _api_pass(
+            cur, pricer, report, f"{where} AND c.rowid <= ?", [*params, seen], now_ns, page, progress, not dry_run
+        )
+        if progress is not None:
+            progress("clusters", 0, 1)
+        with transaction(cur, commit=not dry_run):  # a dry run rolls its tool and cluster passes back
+            _tool_pass(cur, pricer, report, where.replace("c.start_ns", "start_ns"), params)
+            _cluster_pass(cur, pricer, report, since_ns, until_ns, now_ns)
+        if progress is not None:
+            progress("clusters", 1, 1)
+        if not dry_run:
+            _catch_up(cur, pricer, report, f"{where} AND c.rowid > ?", [*params, seen], started_ns, now_ns, page)
     report.seconds = time.perf_counter() - started
     return report
 
