@@ -69,3 +69,32 @@ def test_sdk_allowed_third_party_is_opentelemetry_only() -> None:
     graph = _imports(REPO / "sdk" / "src")
     third = {m for mods in graph.values() for m in mods} - stdlib - {"taskcost_sdk", "__future__"}
     assert third <= {"opentelemetry", "pytest"}, third  # pytest: only the opt-in test plugin
+
+
+def _private_imports(root: Path) -> dict[str, set[str]]:
+    """Each file's imports of another package's private module (``taskcost.<room>._x`` from outside that room)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(REPO)
+        own = ".".join(rel.parts[:2]) if rel.parts[0] == "taskcost" else rel.parts[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            mods = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                else []
+            )
+            for mod in mods:
+                parts = mod.split(".")
+                room = ".".join(parts[:2])
+                private = any(p.startswith("_") and p != "__future__" for p in parts[2:])
+                if parts[0] == "taskcost" and private and room != own and room != "taskcost._internal":
+                    found.setdefault(str(rel), set()).add(mod)
+    return found
+
+
+def test_no_room_imports_another_rooms_private_modules() -> None:
+    """A room's public names (its ``__init__``) are its contract; its ``_modules`` may change freely."""
+    bad = {f: mods for room in ("taskcost", "dashboards") for f, mods in _private_imports(REPO / room).items()}
+    assert not bad, f"imports of another room's private modules: {bad}"

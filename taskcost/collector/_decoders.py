@@ -30,8 +30,7 @@ from taskcost._internal.arrow_memory import use_system_allocator
 from taskcost.collector._ingest import Ingested, decode_and_prepare, rules_from_settings
 from taskcost.normalize import NormalizeRules
 from taskcost.settings import Settings
-from taskcost.store import PreparedBatch
-from taskcost.store._spool import ipc_stream
+from taskcost.store import PreparedBatch, ipc_stream
 
 __all__ = ["DecodePool", "DecodersUnavailable"]
 

@@ -36,12 +36,12 @@ __all__ = [
     "WindowAllocation",
     "allocate_window",
     "bill_units",
-    "describe",
+    "describe_cluster",
     "epoch_ns",
     "gpu_catalogue",
     "largest_remainder",
+    "cluster_windows",
     "load_clusters",
-    "windows",
 ]
 
 NS_PER_HOUR = 3_600_000_000_000
@@ -263,7 +263,7 @@ def allocate_window(cluster: Cluster, start_ns: int, end_ns: int, calls: Sequenc
     )
 
 
-def windows(cluster: Cluster, lo_ns: int, hi_ns: int, window_ns: int) -> list[tuple[int, int]]:
+def cluster_windows(cluster: Cluster, lo_ns: int, hi_ns: int, window_ns: int) -> list[tuple[int, int]]:
     """The windows of ``cluster`` within [lo, hi): clock-aligned (UTC) windows cut to its effective period."""
     lo = max(lo_ns, cluster.start_ns)
     hi = hi_ns if cluster.end_ns is None else min(hi_ns, cluster.end_ns)
@@ -277,7 +277,7 @@ def windows(cluster: Cluster, lo_ns: int, hi_ns: int, window_ns: int) -> list[tu
     return out
 
 
-def describe(cluster: Cluster) -> dict[str, Any]:
+def describe_cluster(cluster: Cluster) -> dict[str, Any]:
     return {
         "cluster": cluster.id,
         "gpu_type": cluster.gpu_type,

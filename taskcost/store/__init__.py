@@ -22,6 +22,7 @@ from taskcost.store._rows import DEFAULT_PROJECT, PreparedBatch, prepare_batch
 if TYPE_CHECKING:
     from taskcost.store._duckdb import DuckDBStore
     from taskcost.store._sandbox import PUBLIC_RELATIONS
+    from taskcost.store._spool import ipc_stream
 
 VIEWS = ("llm_calls", "tool_calls", "tasks")
 """The SQL contract users query (docs/schema.md documents every one)."""
@@ -43,11 +44,12 @@ __all__ = [
     "Store",
     "StoreLockedError",
     "StoreUnavailableError",
+    "ipc_stream",
     "prepare_batch",
 ]
 
 
-_WHERE = {"DuckDBStore": "_duckdb", "PUBLIC_RELATIONS": "_sandbox"}
+_WHERE = {"DuckDBStore": "_duckdb", "PUBLIC_RELATIONS": "_sandbox", "ipc_stream": "_spool"}
 
 
 def __getattr__(name: str) -> Any:

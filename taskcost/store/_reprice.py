@@ -2,8 +2,11 @@
 
 It runs on its own cursor, beside the single writer (DuckDB's MVCC lets the writer keep committing new spans
 meanwhile). Calls are priced by the same ``Pricer.price`` as at ingest, from the same stored inputs, so a
-re-priced history is what ingest would have stored under the new prices. Rows are read page by page from a
-snapshot of the inputs (a temporary table) and updated only where something changed.
+re-priced history is what ingest would have stored under the new prices. The calls stored when it begins are
+read page by page, in (start, row id) order: the page cut points come from one sorted read of those keys alone
+(DuckDB's sort spills beyond its memory limit), and each page joins only the spans of its own start times, so
+memory holds a page whatever the history (a temporary table of every call's inputs joined to every span was the
+earlier design: out of memory at 300k calls under 128MB). Rows are updated only where something changed.
 
 Each page is its own transaction, with what it changes in its tasks' costs: ``tasks`` equals the sum of its
 calls at every commit, but a reader during a re-price sees the calls it has reached at their new prices and the
@@ -15,8 +18,8 @@ ran out of memory under a 256MB limit (a 512MB one would have at about 1.5M). Pa
 not committed). A dry run writes nothing.
 
 Race with ingest (server mode): the server swaps its pricer before re-pricing; a batch priced with the old
-pricer but committed after the snapshot was taken is caught by a second, short pass over the rows received
-before the re-price started that the snapshot did not hold.
+pricer but committed after the re-price began (appended after the last row id it saw) is caught by a second,
+short pass over the rows appended since that were received before it began.
 """
 
 from __future__ import annotations
@@ -33,8 +36,20 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from taskcost.pricing import CallPrice, ClusterWindowCost, ModelChange, Pricer, RepriceReport, pricing_inputs
-from taskcost.pricing._clusters import Cluster, ServedCall, WindowAllocation, allocate_window, describe, windows
+from taskcost.pricing import (
+    CallPrice,
+    Cluster,
+    ClusterWindowCost,
+    ModelChange,
+    Pricer,
+    RepriceReport,
+    ServedCall,
+    WindowAllocation,
+    allocate_window,
+    cluster_windows,
+    describe_cluster,
+    pricing_inputs,
+)
 from taskcost.store import _rollup
 from taskcost.store._rows import PRICE_COLUMNS, price_row, usage_of
 from taskcost.store._sql import count, transaction
@@ -373,7 +388,7 @@ def _cluster_pass(
             for period in clusters.periods(cid):
                 first = lo if lo is not None else period.start_ns
                 last = min(hi if hi is not None else closed, closed)
-                for a, b in windows(period, first, last, w):
+                for a, b in cluster_windows(period, first, last, w):
                     served = by_window.get((cid, a - a % w), [])
                     alloc = allocate_window(period, a, b, [ServedCall(c, c.start_ns, c.end_ns) for c in served])
                     allocations.append(alloc)
@@ -433,7 +448,12 @@ def _self_hosted_price(pricer: Pricer, call: _Served) -> CallPrice:
         )
     period = _period_at(clusters.periods(call.cluster_id), call.start_ns)
     shown = call.windows[:_MAX_WINDOWS_SHOWN]
-    detail: dict[str, Any] = {"rates": clusters.label, "method": "busy_seconds", **describe(period), "windows": shown}
+    detail: dict[str, Any] = {
+        "rates": clusters.label,
+        "method": "busy_seconds",
+        **describe_cluster(period),
+        "windows": shown,
+    }
     if len(call.windows) > len(shown):
         detail["windows_omitted"] = len(call.windows) - len(shown)
     return CallPrice(
