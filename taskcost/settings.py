@@ -28,9 +28,8 @@ MEMORY_PER_DUCKDB_THREAD_MB = 128
 
 
 def default_decode_workers() -> int:
-    """One decode worker per core, at most 4: decoding is the largest part of intake's CPU (about 40 of 70 us per
-    span), and on 2 cores a second worker took ingest from about 19k to 24k spans/s, for about 105 MB more
-    (``make bench``)."""
+    """One decode worker per core, at most 4: decoding is the largest part of intake's CPU (figures: bench/RESULTS.md
+    and docs/configuration.md, "Memory or speed")."""
     return max(1, min(4, os.cpu_count() or 1))
 
 
@@ -166,8 +165,7 @@ class Settings(BaseSettings):
     def server_memory_limit(self) -> str:
         """``memory_limit``, or by default ``MEMORY_PER_DUCKDB_THREAD_MB`` times ``server_duckdb_threads()`` (128MB on
         2 cores). DuckDB fills what it is allowed with cached blocks, so the limit is most of the server's memory
-        under load; on 2 cores ingest ran about as fast at 128MB as at 512MB, and the views stayed within their targets
-        (docs/configuration.md)."""
+        under load (measured: docs/configuration.md and bench/RESULTS.md)."""
         if self.memory_limit is not None:
             return self.memory_limit
         return f"{MEMORY_PER_DUCKDB_THREAD_MB * self.server_duckdb_threads()}MB"

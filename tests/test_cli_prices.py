@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 from taskcost.cli import app
 from taskcost.pricing import install_pricing
 from taskcost.store import DuckDBStore
+from tests.builders.pricing import call, ingest
 from tests.conftest import free_port, run_cli, start_server, stop_server
 from tests.otlp_samples import sample_request
 from tests.test_pricing_data import NEWER
-from tests.test_pricing_support import call, ingest
 
 M = Decimal(1_000_000)
 DEC2 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)

@@ -12,7 +12,7 @@ import pytest
 from taskcost.store import DuckDBStore
 from taskcost.store._dedupe import RESPONSE_KEY, span_key
 from taskcost.store._migrations import MIGRATIONS
-from tests.test_rollup import batch, llm
+from tests.builders.rollup import batch, llm
 
 WINDOW = 4  # keys per generation: a span is recognised while fewer than 4 (at most 8) spans were stored after it
 

@@ -43,7 +43,7 @@ def _rows(store: DuckDBStore) -> dict[str, list[tuple]]:
 
 def _check_content(store: DuckDBStore) -> None:
     """What the scenario means, so identical rows are also right rows."""
-    q = getattr(store, "admin_query", None) or store.query
+    q = store.admin_query
     calls = q(
         "SELECT task_id, provider, input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, status, "
         "error_type, ttft_s FROM llm_call_rows ORDER BY start_ns, task_id"

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from taskcost.pricing import Pricer, TokenUsage, explain, price_call
 from taskcost.store import DuckDBStore
-from tests.test_pricing_support import call, costs, ingest
+from tests.builders.pricing import call, costs, ingest
 
 M = Decimal(1_000_000)
 NOV = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

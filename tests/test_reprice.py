@@ -15,7 +15,7 @@ import pytest
 from taskcost.analytics import cost_coverage, task_summary
 from taskcost.pricing import PricingSource
 from taskcost.store import DuckDBStore, StoreUnavailableError
-from tests.test_pricing_support import call, costs, edit_book, followed_book, ingest, ns, tool
+from tests.builders.pricing import call, costs, edit_book, followed_book, ingest, ns, tool
 
 M = Decimal(1_000_000)
 NOV20 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)

@@ -4,9 +4,7 @@ exactly what a from-scratch aggregation of the stored rows (the views' old defin
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
-from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -14,149 +12,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from taskcost.normalize import NormalizedBatch, SpanRecord, TaskRecord, ToolCallRecord
-from taskcost.store import DuckDBStore, PreparedBatch, prepare_batch
-from tests.test_pricing_support import call, ns
-
-T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
-
-# The tasks view as migration 0003 defined it, over the rows deduplicated as migration 0005's llm_calls did:
-# every figure recomputed from every stored row.
-REFERENCE_TASKS = """
-WITH calls AS (
-    SELECT * FROM llm_call_rows
-    QUALIFY response_id IS NULL
-        OR row_number() OVER (PARTITION BY project, trace_id, response_id ORDER BY received_ns, span_id) = 1
-), t AS (
-    SELECT project, task_id,
-        any_value(kind) AS kind,
-        arg_max(outcome, end_ns) AS outcome,
-        make_timestamp(min(start_ns) // 1000) AS start_time,
-        make_timestamp(max(end_ns) // 1000) AS end_time,
-        any_value(harness_version) AS harness_version,
-        any_value(agent_name) AS agent_name,
-        any_value(agent_version) AS agent_version,
-        any_value(conversation_id) AS conversation_id,
-        any_value(service_name) AS service_name
-    FROM task_rows GROUP BY project, task_id
-), c AS (
-    SELECT project, task_id,
-        count(DISTINCT call_id) AS llm_calls,
-        count(*) AS attempts,
-        count(*) FILTER (WHERE status = 'error') AS failed_attempts,
-        sum(input_tokens)::BIGINT AS input_tokens,
-        sum(cache_read_tokens)::BIGINT AS cache_read_tokens,
-        sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
-        sum(output_tokens)::BIGINT AS output_tokens,
-        sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
-        sum(cost_usd) AS llm_cost_usd,
-        count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_calls,
-        make_timestamp(min(start_ns) // 1000) AS c_start_time,
-        make_timestamp(max(end_ns) // 1000) AS c_end_time
-    FROM calls GROUP BY project, task_id
-), tl AS (
-    SELECT project, task_id, count(*) AS tool_calls, sum(cost_usd) AS tool_cost_usd
-    FROM tool_call_rows GROUP BY project, task_id
-)
-SELECT
-    project, task_id, t.kind, t.outcome,
-    coalesce(t.start_time, c.c_start_time) AS start_time,
-    coalesce(t.end_time, c.c_end_time) AS end_time,
-    epoch_us(coalesce(t.end_time, c.c_end_time)) / 1e6 - epoch_us(coalesce(t.start_time, c.c_start_time)) / 1e6
-        AS duration_s,
-    coalesce(c.llm_calls, 0) AS llm_calls,
-    coalesce(c.attempts, 0) AS attempts,
-    coalesce(c.attempts, 0) - coalesce(c.llm_calls, 0) AS retries,
-    coalesce(c.failed_attempts, 0) AS failed_attempts,
-    coalesce(tl.tool_calls, 0) AS tool_calls,
-    c.input_tokens, c.cache_read_tokens, c.cache_write_tokens, c.output_tokens, c.reasoning_tokens,
-    c.llm_cost_usd, tl.tool_cost_usd,
-    CASE WHEN c.llm_cost_usd IS NULL AND tl.tool_cost_usd IS NULL THEN NULL
-         ELSE coalesce(c.llm_cost_usd, 0) + coalesce(tl.tool_cost_usd, 0) END AS cost_usd,
-    coalesce(c.unpriced_calls, 0) AS unpriced_calls,
-    t.harness_version, t.agent_name, t.agent_version, t.conversation_id, t.service_name
-FROM t FULL OUTER JOIN c USING (project, task_id) FULL OUTER JOIN tl USING (project, task_id)
-ORDER BY project, task_id
-"""
-REFERENCE_CALLS = """
-SELECT project, trace_id, span_id FROM llm_call_rows
-QUALIFY response_id IS NULL
-    OR row_number() OVER (PARTITION BY project, trace_id, response_id ORDER BY received_ns, span_id) = 1
-ORDER BY 1, 2, 3
-"""
+from taskcost.normalize import SpanRecord
+from taskcost.store import DuckDBStore
+from tests.builders.rollup import T0, assert_exact, batch, llm, task_row, tool_row
 
 
-def assert_exact(store: DuckDBStore) -> list[tuple[Any, ...]]:
-    """``tasks`` and ``llm_calls`` equal the from-scratch aggregation; returns the tasks rows."""
-    tasks = store.query("SELECT * FROM tasks ORDER BY project, task_id").rows
-    assert tasks == store.admin_query(REFERENCE_TASKS).rows
-    calls = store.query("SELECT project, trace_id, span_id FROM llm_calls ORDER BY 1, 2, 3").rows
-    assert calls == store.admin_query(REFERENCE_CALLS).rows
-    return tasks
-
-
-def _span(trace: str, span_id: str, start: int, end: int) -> SpanRecord:
-    return SpanRecord(trace, span_id, None, "s", 1, start, end, 0, "", "agent", "tests", "", "{}", "{}", "[]")
-
-
-def llm(
-    span_id: str,
-    *,
-    task: str = "task-1",
-    call_id: str | None = None,
-    attempt: int = 1,
-    response_id: str | None = None,
-    trace: str = "t1",
-    minute: int = 0,
-    model: str = "gpt-4o",
-    status: str = "ok",
-    input_tokens: int | None = 1000,
-) -> tuple[Any, SpanRecord]:
-    record, _ = call(span_id, T0 + timedelta(minutes=minute), model=model, task=task, input_tokens=input_tokens)
-    record = dataclasses.replace(
-        record, trace_id=trace, call_id=call_id or span_id, attempt=attempt, response_id=response_id, status=status
-    )
-    return record, _span(trace, span_id, record.start_ns, record.end_ns)
-
-
-def task_row(
-    span_id: str,
-    *,
-    task: str = "task-1",
-    outcome: str = "completed",
-    minute: int = 0,
-    trace: str = "t1",
-    start_minute: int = 0,
-) -> tuple[TaskRecord, SpanRecord]:
-    start = ns(T0 + timedelta(minutes=start_minute))
-    end = ns(T0 + timedelta(minutes=minute, seconds=30))
-    kind = f"kind-of-{task}"  # a task's context is the same on all its spans (any_value picks one)
-    record = TaskRecord(trace, span_id, task, kind, outcome, start, end, "ok", None, "h1", None, None, None, "agent")
-    return record, _span(trace, span_id, start, end)
-
-
-def tool_row(
-    span_id: str, *, task: str = "task-1", cost: Decimal | None = None, trace: str = "t1"
-) -> tuple[ToolCallRecord, SpanRecord]:
-    start = ns(T0)
-    record = ToolCallRecord(trace, span_id, task, "web_search", start, start + 1000, "ok", None, cost, "agent")
-    return record, _span(trace, span_id, start, start + 1000)
-
-
-def batch(records: list[tuple[Any, SpanRecord]], received_ns: int, project: str = "default") -> PreparedBatch:
-    b = NormalizedBatch()
-    for record, span in records:
-        b.spans.append(span)
-        if isinstance(record, TaskRecord):
-            b.tasks.append(record)
-        elif isinstance(record, ToolCallRecord):
-            b.tool_calls.append(record)
-        else:
-            b.llm_calls.append(record)
-    return prepare_batch(b, received_ns, project=project)
-
-
-# -- duplicates and retries, by example -----------------------------------------------------------------
 def test_one_response_reported_in_two_requests_counts_once(store: DuckDBStore) -> None:
     store.write(batch([llm("s2", response_id="resp-1"), llm("s9", response_id="resp-9")], 1))
     store.write(batch([llm("s1", response_id="resp-1")], 2))  # the same response, another request, a later commit

@@ -14,8 +14,8 @@ import pytest
 from taskcost.analytics import task_summary
 from taskcost.pricing import PricingSource
 from taskcost.store import DuckDBStore
-from tests.test_pricing_support import edit_book, followed_book
-from tests.test_rollup import assert_exact, batch, llm, task_row, tool_row
+from tests.builders.pricing import edit_book, followed_book
+from tests.builders.rollup import assert_exact, batch, llm, task_row, tool_row
 
 V1 = 'version = "v1"\n'
 V2 = (

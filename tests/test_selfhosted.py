@@ -24,7 +24,7 @@ from taskcost.pricing import (
     load_clusters,
 )
 from taskcost.store import DuckDBStore
-from tests.test_pricing_support import call, costs, ingest, ns
+from tests.builders.pricing import call, costs, ingest, ns
 
 S = 1_000_000_000
 T10 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)

@@ -1,7 +1,8 @@
 """OTLP/HTTP trace intake: POST /v1/traces, protobuf or JSON, optionally gzip/deflate.
 
-A 200 is sent only after the batch is committed (DuckDB fsyncs its WAL on commit), so an
-acknowledged span survives a crash; a re-sent batch is recognised by its span ids and stored once.
+A 200 is sent once the batch is durable: fsynced to the intake spool (the default; the writer commits it to DuckDB
+behind it, and a restart replays it), or committed to DuckDB with ``spool = false``. An acknowledged span survives
+a crash; a re-sent batch is recognised by its span ids and stored once.
 """
 
 from __future__ import annotations

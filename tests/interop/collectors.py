@@ -69,7 +69,7 @@ def grpc_collector(db: Path, **settings: object) -> Iterator[Collector]:
 
 def dump(store: DuckDBStore, drop: tuple[str, ...] = ("received_ns",)) -> dict[str, list[tuple]]:
     """Every stored row of every table, in a stable order, without the columns named in ``drop``."""
-    query = getattr(store, "admin_query", None) or store.query  # the typed row tables are private to user SQL
+    query = store.admin_query  # the typed row tables are private to user SQL
     out = {}
     for t in TABLES:
         cols = [r[0] for r in query(f"DESCRIBE {t}").rows if r[0] not in drop]

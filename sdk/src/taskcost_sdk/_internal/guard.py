@@ -43,7 +43,8 @@ def warn_once(key: Hashable, msg: str, *args: object) -> None:
 
 
 def internal_error(where: str, exc: Exception) -> None:
-    """Handle an SDK-internal exception: re-raise under pytest, else log it once per site and type."""
+    """Handle an SDK-internal exception: re-raise when TASKCOST_SDK_RAISE_INTERNAL=1 (this project's tests), else log
+    it once per site and type."""
     if raise_internal_errors():
         raise exc
     if first_time(("error", where, type(exc).__name__)):

@@ -1,0 +1,1 @@
+"""Test data builders shared by several test modules (no tests here)."""
