@@ -40,13 +40,13 @@ with DuckDBStore.open(sys.argv[1], memory_limit="4GB") as store:
 
 _RUN = """
 import json, sys, time
-from taskcost.pricing import active_pricer
+from taskcost.pricing import default_pricer
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
 s = Settings(db=sys.argv[1])
 with DuckDBStore.open(s.db, memory_limit=s.server_memory_limit(), threads=s.server_duckdb_threads()) as store:
     t = time.perf_counter()
-    report = store.reprice(active_pricer(), now_ns=time.time_ns())
+    report = store.reprice(default_pricer(), now_ns=time.time_ns())
     seconds = time.perf_counter() - t
     duck = store.admin_query("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").rows[0][0]
     limit = s.server_memory_limit()

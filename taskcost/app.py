@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, RedirectResponse
 
-from taskcost.collector import CALLER_PROJECT, ApiError, QueryGate, authenticate, error_body
+from taskcost.collector import CALLER_PROJECT, ApiError, QueryGate, authenticate, error_body, intake_from_settings
 from taskcost.collector import create_app as create_collector_app
 from taskcost.settings import Settings
 from taskcost.store import QueryResult, Store
@@ -66,7 +66,10 @@ def create_app(
     """The whole service around an open store: the collector's app (``taskcost.collector.create_app``: intake, the
     query API, operations) and, with ``dashboards``, the Dash app at ``/dash/``. Nothing is opened or started
     here; the caller owns the store."""
-    app = create_collector_app(settings, store, lifespan=lifespan, admin_token=admin_token)
+    # the prices are built here, once, from the settings, and shared by intake, the pricing endpoints and (through
+    # app.state.intake) the gRPC receiver
+    intake = intake_from_settings(settings)
+    app = create_collector_app(settings, store, lifespan=lifespan, admin_token=admin_token, intake=intake)
     if dashboards:
         from a2wsgi import WSGIMiddleware
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import (
@@ -19,7 +19,10 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-__all__ = ["DEFAULT_CONFIG_FILE", "Settings", "default_decode_workers", "load_settings"]
+if TYPE_CHECKING:
+    from taskcost.pricing import PricingConfig
+
+__all__ = ["DEFAULT_CONFIG_FILE", "Settings", "config_file", "default_decode_workers", "load_settings"]
 
 DEFAULT_CONFIG_FILE = "taskcost.toml"
 MiB = 1024 * 1024
@@ -200,8 +203,26 @@ class Settings(BaseSettings):
         if 86400 % self.cluster_window_s:
             raise ValueError("cluster_window_s must divide a day (86400 s) so windows align with the clock")
         if self.price_book is not None:
-            price_book_from_table(self.price_book, Path(os.environ.get("TASKCOST_CONFIG", DEFAULT_CONFIG_FILE)))
+            price_book_from_table(self.price_book, config_file())
         return self
+
+    def pricing_config(self) -> PricingConfig:
+        """Where this configuration's prices come from: price data directory, price book, clusters file, pricing
+        attributes and window. Built once where the app is assembled (and once per decode worker)."""
+        from taskcost.pricing import PricingConfig, file_book_table
+
+        path = config_file().absolute()
+        return PricingConfig(
+            prices_dir=self.prices_dir or self.db.with_name(self.db.name + ".prices"),
+            book_file=self.price_book_file,
+            book_table=self.price_book,
+            # follow edits of [price_book] in the config file only when that is where the book came from
+            book_table_fixed=self.price_book is None or self.price_book != file_book_table(path),
+            config_file=path,
+            clusters_file=self.clusters_file,
+            attributes=tuple(self.pricing_attributes.items()),
+            window_s=self.cluster_window_s,
+        )
 
     @classmethod
     def settings_customise_sources(
@@ -212,13 +233,18 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        config_file = os.environ.get("TASKCOST_CONFIG", DEFAULT_CONFIG_FILE)
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=config_file))
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=config_file()))
+
+
+def config_file() -> Path:
+    """The configuration file: the one ``TASKCOST_CONFIG`` names, else ``taskcost.toml`` in the working directory
+    (the only place that reads the variable)."""
+    return Path(os.environ.get("TASKCOST_CONFIG", DEFAULT_CONFIG_FILE))
 
 
 def load_settings(**overrides: Any) -> Settings:
     """Settings with the documented precedence; ``None`` overrides mean "not given"."""
     given = {k: v for k, v in overrides.items() if v is not None}
-    if "TASKCOST_CONFIG" in os.environ and not Path(os.environ["TASKCOST_CONFIG"]).is_file():
-        raise ValueError(f"TASKCOST_CONFIG names {os.environ['TASKCOST_CONFIG']!r}, which is not a file")
+    if "TASKCOST_CONFIG" in os.environ and not config_file().is_file():
+        raise ValueError(f"TASKCOST_CONFIG names {str(config_file())!r}, which is not a file")
     return Settings(**given)

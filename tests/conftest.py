@@ -22,16 +22,6 @@ from taskcost.store import DuckDBStore
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(autouse=True)
-def _restore_pricing() -> Iterator[None]:
-    """Each test leaves the process-wide prices as it found them (``create_app`` installs its configured ones)."""
-    from taskcost.pricing import _pricer
-
-    before = _pricer._active
-    yield
-    _pricer.install_pricing(before)
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

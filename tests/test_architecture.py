@@ -34,7 +34,15 @@ _ROOT = {"taskcost.app", "taskcost.cli"}
 FORBIDDEN = {
     "sdk/src": {"taskcost", "duckdb", "fastapi", "dash", "polars", "pyarrow", "genai_prices", "httpx"},
     "taskcost/normalize": {"duckdb", "taskcost.store", "taskcost.collector", "taskcost.pricing", *_ROOT},
-    "taskcost/pricing": {"duckdb", "taskcost.store", "taskcost.collector", "taskcost.analytics", "dashboards", *_ROOT},
+    "taskcost/pricing": {
+        "duckdb",
+        "taskcost.store",
+        "taskcost.collector",
+        "taskcost.analytics",
+        "taskcost.settings",
+        "dashboards",
+        *_ROOT,
+    },
     "taskcost/store": {"taskcost.collector", "taskcost.analytics", "taskcost.settings", "dashboards", *_ROOT},
     "taskcost/analytics": {"duckdb", "taskcost.collector", "dashboards", *_ROOT},
     "taskcost/collector": {"duckdb", "taskcost.analytics", "dashboards", *_ROOT},

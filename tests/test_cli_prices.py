@@ -16,7 +16,6 @@ import pytest
 from typer.testing import CliRunner
 
 from taskcost.cli import app
-from taskcost.pricing import install_pricing
 from taskcost.store import DuckDBStore
 from tests.builders.pricing import call, ingest
 from tests.conftest import free_port, run_cli, start_server, stop_server
@@ -36,7 +35,6 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
             monkeypatch.delenv(key)
     monkeypatch.chdir(tmp_path)
     yield CliRunner()
-    install_pricing(None)
 
 
 def run(cli: CliRunner, *args: str, code: int = 0) -> str:

@@ -16,7 +16,6 @@ from taskcost.pricing import (
     ConfigFileError,
     PriceBook,
     Pricer,
-    PricingConfig,
     PricingSource,
     TokenUsage,
     load_price_book,
@@ -183,7 +182,7 @@ def test_a_running_pricer_follows_edits_of_the_inline_book(tmp_path: Path, monke
     monkeypatch.delenv("TASKCOST_PRICE_BOOK", raising=False)
     config = tmp_path / "taskcost.toml"
     config.write_text('[price_book]\nversion = "v1"\n')
-    source = PricingSource(PricingConfig.from_settings(load_settings()), check_interval_s=0)
+    source = PricingSource(load_settings().pricing_config(), check_interval_s=0)
     first = source.current().book
     assert first is not None and first.version == "v1"
     config.write_text('[price_book]\nversion = "v2"\n\n[[price_book.discounts]]\nprovider = "openai"\npercent = "5"\n')
@@ -194,5 +193,5 @@ def test_a_running_pricer_follows_edits_of_the_inline_book(tmp_path: Path, monke
     assert pricer.price("openai", "gpt-4o", GPT4O, DEC).cost_usd == GPT4O_LIST * Decimal("0.95")
     # a book given as an argument is not replaced by the file's
     given = load_settings(price_book={"version": "arg"})
-    book_given = PricingConfig.from_settings(given).build().book
+    book_given = given.pricing_config().build().book
     assert book_given is not None and book_given.version == "arg"

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from bench.query import load_history
-from taskcost.pricing import active_pricer
+from taskcost.pricing import default_pricer
 from taskcost.store import DuckDBStore
 
 CALLS = 60_000
@@ -33,7 +33,7 @@ def test_a_reprice_of_a_history_larger_than_memory_completes_and_is_exact(tmp_pa
         store.admin_query(_SPANS)
         store.admin_query("CHECKPOINT")
     with DuckDBStore.open(db, memory_limit=LIMIT, threads=1) as store:
-        report = store.reprice(active_pricer(), now_ns=time.time_ns(), page=2000)
+        report = store.reprice(default_pricer(), now_ns=time.time_ns(), page=2000)
         assert report.calls == CALLS and report.changed > CALLS * 0.9
         # every call now carries the new prices, and every task is the sum of its calls
         stale = store.admin_query("SELECT count(*) FROM llm_call_rows WHERE price_source = 'synthetic'").rows

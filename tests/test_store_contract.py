@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from taskcost.normalize import normalize_request
-from taskcost.pricing import RepriceReport, active_pricer
+from taskcost.pricing import RepriceReport, default_pricer
 from taskcost.store import (
     CommitInfo,
     DuckDBStore,
@@ -153,7 +153,7 @@ def test_a_full_queue_refuses_and_keeps_nothing(open_store: Callable[..., Store]
 def test_reprice_and_cluster_costs_answer(open_store: Callable[..., Store]) -> None:
     store = open_store()
     store.write(_batch(), timeout=30)
-    report = store.reprice(active_pricer(), dry_run=True)
+    report = store.reprice(default_pricer(), dry_run=True)
     assert isinstance(report, RepriceReport) and report.calls == 2 and report.changed == 0
     assert store.cluster_costs() == []
     store.fold_rollups()

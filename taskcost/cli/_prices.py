@@ -52,7 +52,7 @@ def update(
     from taskcost.pricing import install_data
 
     settings = settings_or_exit(db=db, prices_dir=prices_dir)
-    target = PricingConfig.from_settings(settings).prices_dir
+    target = settings.pricing_config().prices_dir
     assert target is not None
     try:
         data = install_data(source, target)
@@ -82,7 +82,7 @@ def reset(
     from taskcost.pricing import reset_data
 
     settings = settings_or_exit(db=db, prices_dir=prices_dir)
-    target = PricingConfig.from_settings(settings).prices_dir
+    target = settings.pricing_config().prices_dir
     assert target is not None
     changed = reset_data(target)
     out.print(f"using the bundled data: {bundled_data().label}" + ("" if changed else " (already)"), highlight=False)
@@ -92,7 +92,7 @@ def reset(
 def check(db: DbOption = None) -> None:
     """Validate the price data, the price book and the clusters file; errors give the file, line and field."""
     settings = settings_or_exit(db=db)
-    config = PricingConfig.from_settings(settings)
+    config = settings.pricing_config()
     try:
         pricer = config.build()
     except ValueError as exc:
@@ -135,7 +135,7 @@ def status(db: DbOption = None, url: UrlOption = None, key: KeyOption = None) ->
     from taskcost.cli._target import server_for
 
     settings = settings_or_exit(db=db, url=url, key=key)
-    config = PricingConfig.from_settings(settings)
+    config = settings.pricing_config()
     try:
         _print_pricer(config.build(), config)
     except ValueError as exc:

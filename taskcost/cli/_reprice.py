@@ -22,7 +22,7 @@ from taskcost.cli._options import (
     reporting_failures,
 )
 from taskcost.cli._target import PricingServer, server_for
-from taskcost.pricing import ClusterWindowCost, PricingConfig, RepriceReport, epoch_ns, format_usd
+from taskcost.pricing import ClusterWindowCost, RepriceReport, epoch_ns, format_usd
 from taskcost.settings import Settings
 
 __all__ = ["cluster_windows", "reprice"]
@@ -120,7 +120,7 @@ def reprice(
     from taskcost.store import DuckDBStore
 
     try:
-        pricer = PricingConfig.from_settings(settings).build()
+        pricer = settings.pricing_config().build()
     except ValueError as exc:
         raise fail(f"the prices do not load, nothing was re-priced: {exc}") from None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

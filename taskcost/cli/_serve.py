@@ -101,7 +101,7 @@ def serve(
         decoders = application.state.decoders
         if decoders is not None:  # warm up beside the server: /healthz answers at once, intake waits for a worker
             threading.Thread(target=decoders.start, name="taskcost-decoders-start", daemon=True).start()
-        receiver = start_grpc_server(store, settings, decoders=decoders)
+        receiver = start_grpc_server(store, settings, intake=application.state.intake, decoders=decoders)
     except (ValueError, OSError) as exc:
         release()
         what = "OTLP/gRPC" if isinstance(exc, OSError) else "the pricing configuration"

@@ -11,8 +11,19 @@ if TYPE_CHECKING:
     from taskcost.collector._errors import ApiError, error_body
     from taskcost.collector._gate import QueryGate
     from taskcost.collector._grpc import start_grpc_server
+    from taskcost.collector._ingest import Intake, intake_from_settings
 
-__all__ = ["CALLER_PROJECT", "ApiError", "QueryGate", "authenticate", "create_app", "error_body", "start_grpc_server"]
+__all__ = [
+    "CALLER_PROJECT",
+    "ApiError",
+    "Intake",
+    "QueryGate",
+    "authenticate",
+    "create_app",
+    "error_body",
+    "intake_from_settings",
+    "start_grpc_server",
+]
 
 _WHERE = {
     "create_app": "_app",
@@ -22,6 +33,8 @@ _WHERE = {
     "authenticate": "_auth",
     "CALLER_PROJECT": "_auth",
     "QueryGate": "_gate",
+    "Intake": "_ingest",
+    "intake_from_settings": "_ingest",
 }
 
 

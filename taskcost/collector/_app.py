@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
@@ -15,10 +16,11 @@ from taskcost.collector._auth import authenticate
 from taskcost.collector._decoders import DecodePool
 from taskcost.collector._errors import install_error_handlers
 from taskcost.collector._gate import QueryGate
-from taskcost.collector._ingest import rules_from_settings
+from taskcost.collector._ingest import Intake, intake_from_settings
 from taskcost.collector._metrics import Metrics
 from taskcost.collector._otlp import otlp_router
 from taskcost.collector._pricing_api import pricing_router
+from taskcost.pricing import PricingSource
 from taskcost.settings import Settings
 from taskcost.store import Store
 
@@ -31,11 +33,13 @@ def create_app(
     *,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
     admin_token: str | None = None,
+    intake: Intake | None = None,
 ) -> FastAPI:
     """The collector's app: OTLP/HTTP intake, the query API, operations and pricing endpoints, around an open store
     (the dashboards are mounted by the composition root, taskcost/app.py). Nothing is opened or started here; the
-    caller owns
-    the store (and closes it when the server stops, e.g. from ``lifespan``). ``admin_token``
+    caller owns the store (and closes it when the server stops, e.g. from ``lifespan``). ``intake``: the normaliser's
+    rules and the pricing source, built once by the caller and shared with the gRPC receiver (None: from
+    ``settings``); ``app.state.intake`` holds it. ``admin_token``
     (else ``settings.admin_token``) enables key management over HTTP. With ``settings.decode_workers`` > 0,
     ``app.state.decoders`` is the decode pool: start it with ``.start()`` and stop it with ``.close()`` (it starts
     by itself on the first request otherwise)."""
@@ -50,6 +54,10 @@ def create_app(
     )
     install_error_handlers(app)
     admin_token = admin_token or settings.admin_token
+    intake = intake_from_settings(settings) if intake is None else intake
+    # the pricing endpoints re-price with what intake prices with: one source
+    pricing = intake.pricing or PricingSource(settings.pricing_config())
+    intake = dataclasses.replace(intake, pricing=pricing)
     gate = QueryGate(settings.sql_max_concurrent, settings.sql_max_queued)
 
     @app.get("/openapi.json", include_in_schema=False)
@@ -75,7 +83,7 @@ def create_app(
             max_body_bytes=settings.max_body_bytes,
             max_inflight=settings.max_inflight_requests,
             backpressure_wait_s=settings.backpressure_wait_s,
-            rules=rules_from_settings(settings),
+            intake=intake,
             metrics=metrics,
             decoders=decoders,
         )
@@ -91,10 +99,11 @@ def create_app(
             admin_token=admin_token,
         )
     )
-    app.include_router(pricing_router(settings, store, admin_token))
+    app.include_router(pricing_router(pricing, store, admin_token))
     app.state.settings = settings
     app.state.store = store
     app.state.metrics = metrics
     app.state.decoders = decoders
     app.state.sql_gate = gate
+    app.state.intake = intake
     return app

@@ -27,8 +27,7 @@ from concurrent.futures.process import BrokenProcessPool
 import pyarrow as pa
 
 from taskcost._internal.arrow_memory import use_system_allocator
-from taskcost.collector._ingest import Ingested, decode_and_prepare, rules_from_settings
-from taskcost.normalize import NormalizeRules
+from taskcost.collector._ingest import Ingested, Intake, intake_from_settings
 from taskcost.settings import Settings
 from taskcost.store import PreparedBatch, ipc_stream
 
@@ -42,7 +41,7 @@ class DecodersUnavailable(RuntimeError):
 
 
 # -- in the worker process -----------------------------------------------------------------------------------------
-_worker: tuple[NormalizeRules, dict[str, pa.Schema]] | None = None
+_worker: tuple[Intake, dict[str, pa.Schema]] | None = None
 
 
 def _exit_with(parent: int) -> None:
@@ -57,11 +56,8 @@ def _init(settings: Settings, schemas: dict[str, pa.Schema], parent: int) -> Non
     global _worker
     threading.Thread(target=_exit_with, args=(parent,), name="taskcost-parent-watch", daemon=True).start()
     use_system_allocator()
-    from taskcost.pricing import PricingConfig, PricingSource, install_pricing
-
-    # the same prices as the serving process: built from the same settings, rebuilt when their files change
-    install_pricing(PricingSource(PricingConfig.from_settings(settings)))
-    _worker = (rules_from_settings(settings), schemas)
+    # the same rules and prices as the serving process: built from the same settings, rebuilt when their files change
+    _worker = (intake_from_settings(settings), schemas)
     # A request allocates hundreds of thousands of short-lived, acyclic objects (freed by reference counting);
     # the cyclic collector would rescan them every 700 allocations. Keep what is loaded out of its sight and let it
     # run less often.
@@ -81,8 +77,8 @@ def _table(stream: bytes) -> pa.Table:
 
 def _work(body: bytes, protobuf: bool, project: str | None) -> tuple[dict[str, bytes], int, int, list[str]]:
     assert _worker is not None, "decode worker not initialised"
-    rules, schemas = _worker
-    ingested = decode_and_prepare(body, protobuf=protobuf, rules=rules, project=project)
+    intake, schemas = _worker
+    ingested = intake.prepare(body, protobuf=protobuf, project=project)
     tables = {
         name: _ipc(cols, schemas[name]) for name, cols in ingested.prepared.columns.items() if cols["received_ns"]
     }

@@ -33,11 +33,11 @@ from taskcost.collector._decoders import DecodersUnavailable
 from taskcost.collector._ingest import (
     RETRY_AFTER_S,
     STORE_FAILED,
-    decode_and_prepare,
+    Intake,
     export_response,
-    rules_from_settings,
+    intake_from_settings,
 )
-from taskcost.normalize import DecodeError, NormalizeRules
+from taskcost.normalize import DecodeError
 from taskcost.settings import Settings
 from taskcost.store import Store
 
@@ -105,10 +105,10 @@ def unavailable_status(message: str, retry_after_s: int = RETRY_AFTER_S) -> Any:
 
 class _TraceService:
     def __init__(
-        self, store: Store, rules: NormalizeRules, authenticate: Authenticate | None, decoders: DecodePool | None
+        self, store: Store, intake: Intake, authenticate: Authenticate | None, decoders: DecodePool | None
     ) -> None:
         self.store = store
-        self.rules = rules
+        self.intake = intake
         self.authenticate = authenticate
         self.decoders = decoders
 
@@ -125,7 +125,7 @@ class _TraceService:
             if self.decoders is not None:
                 ingested = self.decoders.decode_blocking(body, protobuf=True, project=project)
             else:
-                ingested = decode_and_prepare(body, protobuf=True, rules=self.rules, project=project)
+                ingested = self.intake.prepare(body, protobuf=True, project=project)
         except DecodeError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except RecursionError:
@@ -164,7 +164,7 @@ def start_grpc_server(
     store: Store,
     settings: Settings,
     *,
-    rules: NormalizeRules | None = None,
+    intake: Intake | None = None,
     authenticate: Authenticate | None = None,
     decoders: DecodePool | None = None,
 ) -> GrpcReceiver | None:
@@ -176,7 +176,7 @@ def start_grpc_server(
     if settings.grpc_port == 0:
         return None
     check = authenticate if authenticate is not None else ingest_key_check(store)
-    service = _TraceService(store, rules or rules_from_settings(settings), check, decoders)
+    service = _TraceService(store, intake or intake_from_settings(settings), check, decoders)
     handler = grpc.method_handlers_generic_handler(
         SERVICE,
         # no (de)serializers: the body is decoded by the shared path, so undecodable input is INVALID_ARGUMENT

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from taskcost.normalize import DEFAULT_RULES, NormalizeRules, decode_json, decode_protobuf, normalize_request
+from taskcost.pricing import Pricer, PricingSource
 from taskcost.settings import Settings
 from taskcost.store import PreparedBatch, prepare_batch
 
@@ -18,9 +19,11 @@ __all__ = [
     "RETRY_AFTER_S",
     "STORE_FAILED",
     "Ingested",
+    "Intake",
     "decode_and_prepare",
     "decode_executor",
     "export_response",
+    "intake_from_settings",
     "rules_from_settings",
 ]
 
@@ -36,14 +39,39 @@ class Ingested:
 
 
 def decode_and_prepare(
-    body: bytes, *, protobuf: bool, rules: NormalizeRules = DEFAULT_RULES, project: str | None = None
+    body: bytes,
+    *,
+    protobuf: bool,
+    rules: NormalizeRules = DEFAULT_RULES,
+    project: str | None = None,
+    pricer: Pricer | None = None,
 ) -> Ingested:
-    """Decode one ExportTraceServiceRequest body and turn it into priced rows. Raises DecodeError on bad input."""
+    """Decode one ExportTraceServiceRequest body and turn it into rows priced by ``pricer`` (None: the bundled prices).
+    Raises DecodeError on bad input."""
     req = decode_protobuf(body) if protobuf else decode_json(body)
     batch = normalize_request(req, rules)
     now = time.time_ns()
-    prepared = prepare_batch(batch, now) if project is None else prepare_batch(batch, now, project)
-    return Ingested(prepared, batch.rejected_spans, batch.messages)
+    if project is None:
+        return Ingested(prepare_batch(batch, now, pricer=pricer), batch.rejected_spans, batch.messages)
+    return Ingested(prepare_batch(batch, now, project, pricer), batch.rejected_spans, batch.messages)
+
+
+@dataclass(frozen=True)
+class Intake:
+    """How this process turns a request body into rows: the normaliser's rules and the prices (a source that follows
+    its files). Built once where the app is assembled, and once in each decode worker."""
+
+    rules: NormalizeRules = DEFAULT_RULES
+    pricing: PricingSource | None = None  # None: the bundled prices, no book
+
+    def prepare(self, body: bytes, *, protobuf: bool, project: str | None = None) -> Ingested:
+        pricer = self.pricing.current() if self.pricing is not None else None
+        return decode_and_prepare(body, protobuf=protobuf, rules=self.rules, project=project, pricer=pricer)
+
+
+def intake_from_settings(settings: Settings, pricing: PricingSource | None = None) -> Intake:
+    """The intake ``settings`` configure, pricing with ``pricing`` (else a source built from the settings)."""
+    return Intake(rules_from_settings(settings), pricing or PricingSource(settings.pricing_config()))
 
 
 _executor: ThreadPoolExecutor | None = None

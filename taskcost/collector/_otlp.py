@@ -24,12 +24,12 @@ from taskcost.collector._ingest import (
     RETRY_AFTER_S,
     STORE_FAILED,
     Ingested,
-    decode_and_prepare,
+    Intake,
     decode_executor,
     export_response,
 )
 from taskcost.collector._metrics import Metrics
-from taskcost.normalize import DecodeError, NormalizeRules
+from taskcost.normalize import DecodeError
 from taskcost.store import Store, StoreBusyError
 
 __all__ = ["otlp_router"]
@@ -90,14 +90,14 @@ def _response(ctype: str, ingested: Ingested) -> Response:
 
 
 async def _decode(
-    decoders: DecodePool | None, body: bytes, ctype: str, rules: NormalizeRules, project: str | None
+    decoders: DecodePool | None, body: bytes, ctype: str, intake: Intake, project: str | None
 ) -> Ingested:
     """Decode, normalise and price in a worker process, else on this process's decode thread."""
     protobuf = ctype == PROTOBUF
     try:
         if decoders is not None:
             return await decoders.decode(body, protobuf=protobuf, project=project)
-        work = functools.partial(decode_and_prepare, body, protobuf=protobuf, rules=rules, project=project)
+        work = functools.partial(intake.prepare, body, protobuf=protobuf, project=project)
         return await asyncio.get_running_loop().run_in_executor(decode_executor(), work)
     except DecodeError as exc:
         raise ApiError(400, str(exc)) from None
@@ -113,7 +113,7 @@ def otlp_router(
     max_body_bytes: int,
     max_inflight: int,
     backpressure_wait_s: float,
-    rules: NormalizeRules,
+    intake: Intake,
     metrics: Metrics,
     decoders: DecodePool | None = None,
 ) -> APIRouter:
@@ -146,7 +146,7 @@ def otlp_router(
             body = await _read_body(request, max_body_bytes)
             encoding = request.headers.get("content-encoding", "").strip().lower()
             body = _inflate(body, encoding, max_body_bytes)
-            ingested = await _decode(decoders, body, ctype, rules, caller.project)
+            ingested = await _decode(decoders, body, ctype, intake, caller.project)
             prepared = ingested.prepared
             metrics.received.inc(prepared.span_count + ingested.rejected_spans)
             if ingested.rejected_spans:

@@ -1,8 +1,8 @@
 """Pricing on a running server: which prices it uses, re-pricing, and the clusters' allocated windows.
 
-Creating the router installs the process's pricer (``taskcost.pricing.install_pricing``) from the
-settings, so OTLP/HTTP and OTLP/gRPC intake price with the configured price data, book and clusters,
-and pick up file changes (``taskcost prices update``, book edits) by themselves.
+The router shares the app's one ``PricingSource`` with intake (OTLP/HTTP and OTLP/gRPC price with it), so a
+re-price reloads exactly the prices new spans are priced with, and file changes (``taskcost prices update``, book
+edits) are picked up by both.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from pydantic import BaseModel, Field
 
 from taskcost.collector._auth import authenticate, check_admin
 from taskcost.collector._errors import ApiError
-from taskcost.pricing import PricingConfig, PricingSource, epoch_ns, install_pricing
-from taskcost.settings import Settings
+from taskcost.pricing import PricingSource, epoch_ns
 from taskcost.store import Store, StoreUnavailableError
 
 __all__ = ["pricing_router"]
@@ -33,9 +32,7 @@ def _ns(at: datetime | None) -> int | None:
     return None if at is None else epoch_ns(at)
 
 
-def pricing_router(settings: Settings, store: Store, admin_token: str | None) -> APIRouter:
-    source = PricingSource(PricingConfig.from_settings(settings))
-    install_pricing(source)
+def pricing_router(source: PricingSource, store: Store, admin_token: str | None) -> APIRouter:
     router = APIRouter()
 
     @router.get("/api/pricing/status", tags=["pricing"])

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
 import threading
 import time
 import tomllib
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from taskcost.pricing._api import (
     Calc,
@@ -36,9 +35,6 @@ from taskcost.pricing._clusters import ClustersFile, load_clusters
 from taskcost.pricing._data import PriceData, bundled_data, current_data
 from taskcost.pricing._toml import ConfigFileError
 
-if TYPE_CHECKING:
-    from taskcost.settings import Settings
-
 __all__ = [
     "DEFAULT_PRICING_ATTRIBUTES",
     "PRICING_TARGETS",
@@ -46,8 +42,8 @@ __all__ = [
     "price_call",
     "PricingConfig",
     "PricingSource",
-    "active_pricer",
-    "install_pricing",
+    "default_pricer",
+    "file_book_table",
     "pricing_inputs",
 ]
 
@@ -261,7 +257,8 @@ def _stamp(path: Path | None) -> tuple[str, int, int] | None:
     return (str(path), st.st_mtime_ns, st.st_size)
 
 
-def _file_book(config_file: Path) -> Any:
+def file_book_table(config_file: Path) -> Any:
+    """The ``[price_book]`` table of a TOML configuration file as it is now (None when absent or unreadable)."""
     try:
         return tomllib.loads(config_file.read_text()).get("price_book")
     except (OSError, tomllib.TOMLDecodeError):
@@ -270,7 +267,7 @@ def _file_book(config_file: Path) -> Any:
 
 @dataclass(frozen=True)
 class PricingConfig:
-    """Where a pricer's parts come from (from the settings)."""
+    """Where a pricer's parts come from (``Settings.pricing_config()`` makes one from the settings)."""
 
     prices_dir: Path | None = None
     book_file: Path | None = None
@@ -281,29 +278,12 @@ class PricingConfig:
     attributes: tuple[tuple[str, str], ...] = tuple(DEFAULT_PRICING_ATTRIBUTES.items())
     window_s: int = 3600
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> PricingConfig:
-        from taskcost.settings import DEFAULT_CONFIG_FILE
-
-        config_file = Path(os.environ.get("TASKCOST_CONFIG", DEFAULT_CONFIG_FILE)).absolute()
-        return cls(
-            prices_dir=settings.prices_dir or settings.db.with_name(settings.db.name + ".prices"),
-            book_file=settings.price_book_file,
-            book_table=settings.price_book,
-            # follow edits of [price_book] in the config file only when that is where the book came from
-            book_table_fixed=settings.price_book is None or settings.price_book != _file_book(config_file),
-            config_file=config_file,
-            clusters_file=settings.clusters_file,
-            attributes=tuple(settings.pricing_attributes.items()),
-            window_s=settings.cluster_window_s,
-        )
-
     def _book(self) -> PriceBook | None:
         if self.book_file is not None:
             return load_price_book(self.book_file)
         table = self.book_table
         if not self.book_table_fixed and self.config_file is not None:
-            table = _file_book(self.config_file)  # None when the file broke: the book is gone, say so
+            table = file_book_table(self.config_file)  # None when the file broke: the book is gone, say so
             if table is None:
                 raise ConfigFileError(str(self.config_file), ["[price_book] is missing or the file is not valid TOML"])
         return None if table is None else price_book_from_table(table, self.config_file)
@@ -366,24 +346,11 @@ class PricingSource:
         return pricer
 
 
-_active: PricingSource | None = None
-
-
-def install_pricing(source: PricingSource | None) -> None:
-    """Make ``source`` the pricer this process prices incoming spans with (None: the default)."""
-    global _active
-    _active = source
-
-
 @functools.cache
-def _default_pricer() -> Pricer:
+def default_pricer() -> Pricer:
+    """The bundled genai-prices data, no price book, no clusters: what prices a call when no configuration says
+    otherwise (tests, the SDK's own checks). A server prices with its ``PricingSource``."""
     return Pricer()
-
-
-def active_pricer() -> Pricer:
-    """The pricer for incoming spans: the installed source's, else bundled prices with no book."""
-    source = _active
-    return source.current() if source is not None else _default_pricer()
 
 
 def price_call(
@@ -400,5 +367,5 @@ def price_call(
     with no price book. ``usage=None`` means the span reported no token counts at all (not even zeros).
     ``context`` selects price variants (``{"processing": "batch"}``, ``{"service_tier": "priority"}``);
     ``data`` is the price data (default: the data bundled with genai-prices)."""
-    pricer = _default_pricer() if data is None else Pricer(data=data)
+    pricer = default_pricer() if data is None else Pricer(data=data)
     return pricer.price(provider, model, usage, at, deployment=deployment, context=context)

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from taskcost._internal.compact_json import compact
 from taskcost.normalize import LLMCallRecord, NormalizedBatch, SpanRecord, ToolCallRecord
-from taskcost.pricing import CallPrice, Pricer, TokenUsage, active_pricer, pricing_inputs
+from taskcost.pricing import CallPrice, Pricer, TokenUsage, default_pricer, pricing_inputs
 
 __all__ = [
     "DEFAULT_PROJECT",
@@ -231,9 +231,9 @@ def prepare_batch(
 ) -> PreparedBatch:
     """Price the calls and lay every record out column-wise (cheap to append, one table per kind).
 
-    ``pricer``: what to price with (default: the process's, see ``taskcost.pricing.active_pricer``).
+    ``pricer``: what to price with (default: the bundled prices, no book: ``taskcost.pricing.default_pricer``).
     """
-    pricer = pricer or active_pricer()
+    pricer = pricer or default_pricer()
     llm_prices = _price_columns(batch.llm_calls, batch.spans, pricer)
     tool_prices = _tool_price_columns(batch.tool_calls, pricer)
     return PreparedBatch(

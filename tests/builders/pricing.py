@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from taskcost.normalize import LLMCallRecord, NormalizedBatch, SpanRecord, ToolCallRecord
-from taskcost.pricing import Pricer, PricingConfig, PricingSource, install_pricing
+from taskcost.pricing import Pricer, PricingConfig, PricingSource
 from taskcost.store import DuckDBStore, prepare_batch
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -115,7 +115,9 @@ def ingest(
     tools: list[ToolCallRecord] | None = None,
     received_ns: int | None = None,
 ) -> None:
-    """Price and store ``calls`` as the collector does (prepare_batch, then the single writer)."""
+    """Price and store ``calls`` as the collector does (prepare_batch, then the single writer), with ``pricer``, else
+    the book ``followed_book`` follows, else the bundled prices."""
+    pricer = pricer or followed_pricer()
     batch = NormalizedBatch(spans=[s for _, s in calls], llm_calls=[c for c, _ in calls], tool_calls=list(tools or []))
     for t in tools or []:
         batch.spans.append(
@@ -131,16 +133,25 @@ def costs(store: DuckDBStore) -> dict[str, Decimal | None]:
     return {r[0]: r[1] for r in store.query("SELECT span_id, cost_usd FROM llm_calls ORDER BY span_id").rows}
 
 
+_FOLLOWED: list[PricingSource] = []  # the books followed_book follows, innermost last
+
+
+def followed_pricer() -> Pricer | None:
+    """The pricer of the book ``followed_book`` follows now (None outside one: the bundled prices)."""
+    return _FOLLOWED[-1].current() if _FOLLOWED else None
+
+
 @contextlib.contextmanager
 def followed_book(path: Path, text: str) -> Iterator[PricingSource]:
-    """A price book file and the process pricer that follows it, installed as a server installs it."""
+    """A price book file and the pricing source that follows it, as a server's intake follows it; ``ingest`` prices
+    with it meanwhile."""
     path.write_text(text)
     source = PricingSource(PricingConfig(prices_dir=path.parent / "prices", book_file=path), check_interval_s=0)
-    install_pricing(source)
+    _FOLLOWED.append(source)
     try:
         yield source
     finally:
-        install_pricing(None)
+        _FOLLOWED.remove(source)
 
 
 def edit_book(path: Path, text: str) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from taskcost.normalize import NormalizedBatch, SpanRecord, TaskRecord, ToolCallRecord
 from taskcost.store import DuckDBStore, PreparedBatch, prepare_batch
-from tests.builders.pricing import call, ns
+from tests.builders.pricing import call, followed_pricer, ns
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 
@@ -148,7 +148,7 @@ def batch(records: list[tuple[Any, SpanRecord]], received_ns: int, project: str 
             b.tool_calls.append(record)
         else:
             b.llm_calls.append(record)
-    return prepare_batch(b, received_ns, project=project)
+    return prepare_batch(b, received_ns, project=project, pricer=followed_pricer())
 
 
 # -- duplicates and retries, by example -----------------------------------------------------------------
