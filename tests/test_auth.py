@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from taskcost.app import create_app
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
+from tests.builders.dash import OVERVIEW_UPDATE
 from tests.otlp_samples import sample_request
 
 PB = {"Content-Type": "application/x-protobuf"}
@@ -88,15 +89,7 @@ def test_dashboards_need_a_read_key_and_show_its_project_only(app_client: TestCl
     assert app_client.get("/dash/").status_code == 401
     basic = {"Authorization": "Basic " + base64.b64encode(f"u:{read_b}".encode()).decode()}
     assert app_client.get("/dash/", headers=basic).status_code == 200
-    payload = {
-        "output": "..overview-headline.children...overview-table.children..",
-        "outputs": [
-            {"id": "overview-headline", "property": "children"},
-            {"id": "overview-table", "property": "children"},
-        ],
-        "inputs": [{"id": "overview-tick", "property": "n_intervals", "value": None}],
-        "changedPropIds": [],
-    }
+    payload = OVERVIEW_UPDATE
     # a client-sent project header is ignored: the server sets it from the key
     r = app_client.post("/dash/_dash-update-component", json=payload, headers={**basic, "X-Taskcost-Project": "alpha"})
     assert r.status_code == 200, r.text

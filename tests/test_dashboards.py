@@ -13,6 +13,7 @@ from taskcost.app import create_app
 from taskcost.normalize import normalize_request
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore, prepare_batch
+from tests.builders.dash import OVERVIEW_UPDATE
 from tests.otlp_samples import sample_request
 
 
@@ -32,15 +33,7 @@ def test_dash_is_served_under_its_prefix(dash_client: TestClient) -> None:
 
 
 def test_overview_callback_reports_the_task(dash_client: TestClient) -> None:
-    payload = {
-        "output": "..overview-headline.children...overview-table.children..",
-        "outputs": [
-            {"id": "overview-headline", "property": "children"},
-            {"id": "overview-table", "property": "children"},
-        ],
-        "inputs": [{"id": "overview-tick", "property": "n_intervals", "value": None}],
-        "changedPropIds": [],
-    }
+    payload = OVERVIEW_UPDATE
     r = dash_client.post("/dash/_dash-update-component", json=payload)
     assert r.status_code == 200, r.text
     headline = r.json()["response"]["overview-headline"]["children"]

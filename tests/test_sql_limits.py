@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from taskcost.app import create_app
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
+from tests.builders.dash import OVERVIEW_UPDATE
 from tests.conftest import free_port, start_server, stop_server
 from tests.otlp_samples import sample_request
 
@@ -182,15 +183,7 @@ def test_no_spelling_of_a_header_chooses_the_dashboards_project(
 ) -> None:
     client, store, keys = keyed
     store.revoke_key(next(k.id for k in store.list_keys() if k.project == "alpha" and k.kind == "ingest"))
-    payload = {
-        "output": "..overview-headline.children...overview-table.children..",
-        "outputs": [
-            {"id": "overview-headline", "property": "children"},
-            {"id": "overview-table", "property": "children"},
-        ],
-        "inputs": [{"id": "overview-tick", "property": "n_intervals", "value": None}],
-        "changedPropIds": [],
-    }
+    payload = OVERVIEW_UPDATE
     basic = "Basic " + base64.b64encode(f"u:{keys['read_beta']}".encode()).decode()
     for value in ("alpha", ""):
         r = client.post("/dash/_dash-update-component", json=payload, headers={"Authorization": basic, header: value})
