@@ -8,12 +8,9 @@ from typing import Unpack
 
 from opentelemetry.util.types import AttributeValue
 
-from .clock import now_ns
-from .guard import guarded
 from .retry import CallRef
 from .spans import InfraOverrides, LLMCall, Task
 from .tools import ToolCall
-from .values import resolve_times
 
 
 def task(
@@ -91,31 +88,24 @@ def record_llm_call(
     lasts ``duration_s`` (or 0). ``attempt`` defaults to 1, or to ``retry_of.attempt + 1``. Token counts
     as in :meth:`LLMCall.set_usage`. ``task`` defaults to the current task.
     """
-    call = LLMCall(
+    return LLMCall.record(
         provider,
         model,
+        task=task,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=cache_read_tokens,
+        cache_write_tokens=cache_write_tokens,
+        reasoning_tokens=reasoning_tokens,
+        ttft_s=ttft_s,
         call_id=call_id,
         attempt=attempt,
         retry_of=retry_of,
-        task=task,
-        overrides=infra_overrides,
+        error_type=error_type,
+        response_model=response_model,
+        response_id=response_id,
+        start_time=start_time,
+        end_time=end_time,
+        duration_s=duration_s,
+        **infra_overrides,
     )
-    end_ns: int | None = None
-    with guarded("record_llm_call"):
-        start_ns, end_ns = resolve_times(start_time, end_time, duration_s, now_ns())
-        call._start_span(start_time=start_ns)
-        call.set_usage(
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cache_read_tokens=cache_read_tokens,
-            cache_write_tokens=cache_write_tokens,
-            reasoning_tokens=reasoning_tokens,
-        )
-        if ttft_s is not None:
-            call.set_ttft(ttft_s)
-        if response_model is not None or response_id is not None:
-            call.set_response(model=response_model, response_id=response_id)
-        if error_type is not None:
-            call.set_error(error_type)
-    call._exit(None, end_time=end_ns)
-    return call

@@ -7,14 +7,14 @@ code), user exceptions pass through unchanged.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from contextvars import ContextVar, Token
+from collections.abc import Mapping, Sequence
+from contextvars import Token
 from types import TracebackType
-from typing import TYPE_CHECKING, Self, Unpack
+from typing import Self, Unpack
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from . import names as n
@@ -24,10 +24,9 @@ from .fingerprint import Fingerprint, PromptBlocks, prompt_attributes
 from .guard import guarded, warn_once
 from .kinds import InfraOverrides, Outcome, RecordOptions
 from .retry import CallRef, RetryScope, current_retry_scope
-from .values import coerce_count, coerce_seconds, override_span_attributes
-
-if TYPE_CHECKING:
-    from .tools import ToolCall
+from .scope import CURRENT_CALL, CURRENT_TASK, SpanScope, TaskScope
+from .tools import ToolCall
+from .values import coerce_count, coerce_seconds, override_span_attributes, resolve_times
 
 __all__ = [
     "InfraOverrides",
@@ -41,41 +40,30 @@ __all__ = [
     "retry",
 ]
 
-
-_current_task: ContextVar[Task | None] = ContextVar("taskcost_sdk_current_task", default=None)
-_current_call: ContextVar[LLMCall | None] = ContextVar("taskcost_sdk_current_call", default=None)
-# api.record_llm_call, bound on first use (api imports this module; an import per call cost about 0.6 us)
-_record_llm_call: Callable[..., LLMCall] | None = None
-
-
-def _bind_record_llm_call() -> Callable[..., LLMCall]:
-    global _record_llm_call
-    from .api import record_llm_call
-
-    _record_llm_call = record_llm_call
-    return record_llm_call
+# record_llm_call()'s own keywords; the rest of its keywords are infra overrides
+_RECORD_FIELDS = frozenset(RecordOptions.__annotations__) - frozenset(InfraOverrides.__annotations__)
 
 
 def current_task() -> Task | None:
     """The innermost task entered in this context (thread / asyncio task), or None."""
-    return _current_task.get()
+    return CURRENT_TASK.get()
 
 
 def current_call() -> LLMCall | None:
     """The innermost ``llm_call`` block entered in this context, or None (auto-instrumentation fills it)."""
-    return _current_call.get()
+    return CURRENT_CALL.get()
 
 
 def last_call() -> CallRef | None:
     """The latest LLM call attempt of the current task (for ``retry_of=``), or None."""
-    task = _current_task.get()
+    task = CURRENT_TASK.get()
     return task.last_call if task is not None else None
 
 
 def retry(of: LLMCall | CallRef | None = None, *, reason: str | None = None) -> RetryScope:
     """LLM calls made inside ``with retry(...):`` are further attempts of ``of`` (default: the current task's
     latest call): same call id, attempt numbers continuing. ``reason`` ("invalid_json") is recorded on them."""
-    task = _current_task.get()
+    task = CURRENT_TASK.get()
     if task is not None:
         return task.retry(of, reason=reason)
     ref = _ref(of)
@@ -99,87 +87,7 @@ def _reason(reason: object) -> str | None:
     return text or None
 
 
-class _SpanScope:
-    """A span opened by ``with``/``async with`` and made current for the block."""
-
-    _where = "span"
-
-    def __init__(self) -> None:
-        self._span: Span = trace.INVALID_SPAN
-        self._context_token: Token[otel_context.Context] | None = None
-        self._error_type: str | None = None
-
-    @property
-    def span(self) -> Span:
-        """The underlying OpenTelemetry span (a non-recording span when not configured)."""
-        return self._span
-
-    def _start_span(self, start_time: int | None = None) -> None:
-        raise NotImplementedError
-
-    def _on_exit(self, exc: BaseException | None) -> None:
-        if exc is not None:
-            self._mark_exception(exc)
-
-    # Guards are stateless: one per site and class, made once (they sit on the hot path of every span).
-    _guard_start = _guard_end = _guard_detach = guarded("span")
-
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._guard_start = guarded(f"{cls._where} start")
-        cls._guard_end = guarded(f"{cls._where} end")
-        cls._guard_detach = guarded(f"{cls._where} detach")
-
-    def _enter(self) -> None:
-        with self._guard_start:
-            self._start_span(now_ns())
-            self._context_token = otel_context.attach(trace.set_span_in_context(self._span))
-
-    def _exit(self, exc: BaseException | None, end_time: int | None = None) -> None:
-        with self._guard_end:
-            self._on_exit(exc)
-        with self._guard_end:
-            self._span.end(end_time=end_time if end_time is not None else now_ns())
-        token, self._context_token = self._context_token, None
-        if token is not None:
-            with self._guard_detach:
-                otel_context.detach(token)
-
-    def _mark_exception(self, exc: BaseException) -> None:
-        error_type = self._error_type or type(exc).__name__
-        self._span.set_attribute(n.ERROR_TYPE, error_type)
-        self._span.record_exception(exc, escaped=True)
-        self._span.set_status(Status(StatusCode.ERROR, error_type))
-
-    def _set_error(self, error_type: str | BaseException) -> None:
-        with guarded(f"{self._where}.set_error"):
-            text = type(error_type).__name__ if isinstance(error_type, BaseException) else str(error_type).strip()
-            if not text:
-                warn_once(("error_type", self._where), "taskcost_sdk: ignored an empty error type")
-                return
-            self._error_type = text
-            self._span.set_attribute(n.ERROR_TYPE, text)
-            self._span.set_status(Status(StatusCode.ERROR, text))
-
-    def __enter__(self) -> Self:
-        self._enter()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._exit(exc)
-
-    async def __aenter__(self) -> Self:
-        return self.__enter__()
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.__exit__(exc_type, exc, tb)
-
-
-class Task(_SpanScope):
+class Task(TaskScope):
     """One unit of account (span ``task {kind}``). Use once, as ``with task(...) as t:`` or ``async with``."""
 
     _where = "task"
@@ -289,18 +197,15 @@ class Task(_SpanScope):
 
     def record_llm_call(self, provider: str, model: str, **kwargs: Unpack[RecordOptions]) -> LLMCall:
         """Record a finished LLM call of this task. Same arguments as :func:`taskcost_sdk.record_llm_call`."""
-        record = _record_llm_call or _bind_record_llm_call()
-        return record(provider, model, task=self, **kwargs)
+        return LLMCall.record(provider, model, task=self, **kwargs)
 
     def tool(self, name: str, *, cost_usd: object = None, tool_call_id: str | None = None) -> ToolCall:
         """A tool call of this task, as a context manager (span ``execute_tool {name}``)."""
-        from .tools import ToolCall
-
         return ToolCall(name, cost_usd=cost_usd, tool_call_id=tool_call_id, task=self)
 
     def _parent_context(self) -> otel_context.Context | None:
         """Where a child span hangs: the current span inside this task's block, else the task span."""
-        if _current_task.get() is self:
+        if CURRENT_TASK.get() is self:
             return None
         return trace.set_span_in_context(self._span)
 
@@ -322,7 +227,7 @@ class Task(_SpanScope):
 
     def __enter__(self) -> Self:
         with guarded("task start"):
-            self._task_token = _current_task.set(self)
+            self._task_token = CURRENT_TASK.set(self)
         self._enter()
         return self
 
@@ -335,7 +240,7 @@ class Task(_SpanScope):
             token, self._task_token = self._task_token, None
             if token is not None:
                 with guarded("task end"):
-                    _current_task.reset(token)
+                    CURRENT_TASK.reset(token)
 
 
 def _resolve_call_id(call_id: str | None, attempt: object, retry_of: object) -> tuple[str, int, str | None]:
@@ -370,10 +275,50 @@ def _text(value: object, what: str) -> str:
     return text
 
 
-class LLMCall(_SpanScope):
+class LLMCall(SpanScope):
     """One attempt of one LLM call (span ``chat {model}``, kind CLIENT)."""
 
     _where = "llm_call"
+
+    @classmethod
+    def record(
+        cls, provider: str, model: str, *, task: Task | None = None, **options: Unpack[RecordOptions]
+    ) -> LLMCall:
+        """An LLM call that already happened, as one finished span (``taskcost_sdk.record_llm_call`` and
+        ``Task.record_llm_call``); ``task`` defaults to the current task."""
+        o = options
+        overrides = {k: v for k, v in o.items() if k not in _RECORD_FIELDS}
+        call = cls(
+            provider,
+            model,
+            call_id=o.get("call_id"),
+            attempt=o.get("attempt"),
+            retry_of=o.get("retry_of"),
+            task=task,
+            overrides=overrides,
+        )
+        end_ns: int | None = None
+        with guarded("record_llm_call"):
+            start_ns, end_ns = resolve_times(o.get("start_time"), o.get("end_time"), o.get("duration_s"), now_ns())
+            call._start_span(start_time=start_ns)
+            call.set_usage(
+                input_tokens=o.get("input_tokens"),
+                output_tokens=o.get("output_tokens"),
+                cache_read_tokens=o.get("cache_read_tokens", 0),
+                cache_write_tokens=o.get("cache_write_tokens", 0),
+                reasoning_tokens=o.get("reasoning_tokens", 0),
+            )
+            ttft_s = o.get("ttft_s")
+            if ttft_s is not None:
+                call.set_ttft(ttft_s)
+            response_model, response_id = o.get("response_model"), o.get("response_id")
+            if response_model is not None or response_id is not None:
+                call.set_response(model=response_model, response_id=response_id)
+            error_type = o.get("error_type")
+            if error_type is not None:
+                call.set_error(error_type)
+        call._exit(None, end_time=end_ns)
+        return call
 
     def __init__(
         self,
@@ -529,7 +474,7 @@ class LLMCall(_SpanScope):
     def __enter__(self) -> Self:
         self._enter()
         with self._guard_start:
-            self._call_token = _current_call.set(self)
+            self._call_token = CURRENT_CALL.set(self)
         return self
 
     def __exit__(
@@ -538,11 +483,11 @@ class LLMCall(_SpanScope):
         token, self._call_token = self._call_token, None
         if token is not None:
             with self._guard_end:
-                _current_call.reset(token)
+                CURRENT_CALL.reset(token)
         self._exit(exc)
 
     def _start_span(self, start_time: int | None = None) -> None:
-        task = self._task if self._task is not None else _current_task.get()
+        task = self._task if self._task is not None else CURRENT_TASK.get()
         self._task = task
         attributes: dict[str, AttributeValue] = {
             n.GEN_AI_OPERATION_NAME: n.OPERATION_CHAT,

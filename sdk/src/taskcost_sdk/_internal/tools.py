@@ -8,26 +8,26 @@ from opentelemetry.util.types import AttributeValue
 from . import names as n
 from .config import get_tracer
 from .guard import guarded, warn_once
-from .spans import Task, _current_task, _SpanScope
+from .scope import CURRENT_TASK, SpanScope, TaskScope
 from .values import coerce_cost
 
 __all__ = ["ToolCall"]
 
 
-class ToolCall(_SpanScope):
+class ToolCall(SpanScope):
     """One tool execution (span ``execute_tool {name}``)."""
 
     _where = "tool"
 
     def __init__(
-        self, name: str, *, cost_usd: object = None, tool_call_id: str | None = None, task: Task | None = None
+        self, name: str, *, cost_usd: object = None, tool_call_id: str | None = None, task: TaskScope | None = None
     ) -> None:
         super().__init__()
         self._name = str(name).strip() if name is not None else ""
         if not self._name:
             warn_once("tool name", "taskcost_sdk: tool without a name; recorded as 'unknown'")
             self._name = "unknown"
-        self._task = task if isinstance(task, Task) else None
+        self._task = task if isinstance(task, TaskScope) else None
         self._cost_usd = cost_usd
         self._tool_call_id = tool_call_id
 
@@ -49,7 +49,7 @@ class ToolCall(_SpanScope):
         self._set_error(error_type)
 
     def _start_span(self, start_time: int | None = None) -> None:
-        task = self._task if self._task is not None else _current_task.get()
+        task = self._task if self._task is not None else CURRENT_TASK.get()
         self._task = task
         attributes: dict[str, AttributeValue] = {
             n.GEN_AI_OPERATION_NAME: n.OPERATION_EXECUTE_TOOL,
