@@ -1,6 +1,7 @@
 """Pricing: pure, time-aware functions over price data (genai-prices), the user's price book and the
 self-hosted clusters file. No storage here: the store calls these at ingest and in ``taskcost reprice``."""
 
+from taskcost.pricing._allocate import SelfHostedAllocation, SelfHostedCall, allocate_self_hosted, allocation_range
 from taskcost.pricing._api import (
     PRICE_SOURCE,
     PROVIDER_IDS,
@@ -73,12 +74,16 @@ __all__ = [
     "PricingConfig",
     "PricingSource",
     "RepriceReport",
+    "SelfHostedAllocation",
+    "SelfHostedCall",
     "ServedCall",
     "TokenUsage",
     "ToolPrice",
     "WindowAllocation",
     "default_pricer",
+    "allocate_self_hosted",
     "allocate_window",
+    "allocation_range",
     "bundled_data",
     "cluster_windows",
     "current_data",

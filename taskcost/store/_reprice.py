@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
-from fractions import Fraction
 from typing import Any
 
 import duckdb
@@ -38,16 +37,14 @@ import pyarrow as pa
 
 from taskcost.pricing import (
     CallPrice,
-    Cluster,
     ClusterWindowCost,
     ModelChange,
     Pricer,
     RepriceReport,
-    ServedCall,
+    SelfHostedCall,
     WindowAllocation,
-    allocate_window,
-    cluster_windows,
-    describe_cluster,
+    allocate_self_hosted,
+    allocation_range,
     pricing_inputs,
 )
 from taskcost.store import _rollup
@@ -313,21 +310,6 @@ def _tool_pass(
                 cur.unregister("_taskcost_tools")
 
 
-class _Served:
-    """One self-hosted call being allocated: its shares window by window."""
-
-    __slots__ = ("cluster_id", "counted", "end_ns", "key", "old", "open", "start_ns", "task_id", "usd", "windows")
-
-    def __init__(self, row: tuple[Any, ...]) -> None:
-        self.key = (row[0], row[1], row[2])
-        self.start_ns, self.end_ns, self.cluster_id = row[3], row[4], row[5]
-        self.task_id, self.counted = row[6], row[7]
-        self.old = row[8:]
-        self.usd = Decimal(0)
-        self.windows: list[dict[str, Any]] = []
-        self.open = False
-
-
 def _self_hosted_rows(cur: duckdb.DuckDBPyConnection, lo: int | None, hi: int | None) -> list[tuple[Any, ...]]:
     old = ", ".join(c for c in PRICE_COLUMNS if c != "priced_at_ns")
     where, params = [], []
@@ -353,10 +335,10 @@ def _cluster_pass(
     until_ns: int | None,
     now_ns: int,
 ) -> None:
+    """Allocate the clusters' bills (``pricing.allocate_self_hosted``) over the whole windows that cover the range,
+    and store the windows and the self-hosted calls' new prices."""
     w = pricer.window_s * 1_000_000_000
-    closed = now_ns - now_ns % w  # only whole windows that have ended are allocated
-    lo = None if since_ns is None else since_ns - since_ns % w
-    hi = None if until_ns is None else -(-until_ns // w) * w
+    lo, hi, closed = allocation_range(pricer.window_s, since_ns, until_ns, now_ns)
     rows = _self_hosted_rows(cur, lo, hi)
     for _ in range(16):  # widen to whole windows until no call crosses the edge (calls are rarely long)
         if not rows:
@@ -369,112 +351,29 @@ def _cluster_pass(
             break
         lo, hi = new_lo, new_hi
         rows = _self_hosted_rows(cur, lo, hi)
-    calls = [_Served(r) for r in rows]
-    report.self_hosted_calls = len(calls)
-    clusters = pricer.clusters
-    allocations: list[WindowAllocation] = []
-    if clusters is not None:
-        ids = sorted({c.id for c in clusters.clusters})
-        by_window: dict[tuple[str, int], list[_Served]] = {}
-        for call in calls:
-            call.open = call.end_ns > closed
-            t = call.start_ns - call.start_ns % w
-            while t < closed:
-                by_window.setdefault((call.cluster_id, t), []).append(call)
-                t += w
-                if t >= call.end_ns:
-                    break
-        for cid in ids:
-            for period in clusters.periods(cid):
-                first = lo if lo is not None else period.start_ns
-                last = min(hi if hi is not None else closed, closed)
-                for a, b in cluster_windows(period, first, last, w):
-                    served = by_window.get((cid, a - a % w), [])
-                    alloc = allocate_window(period, a, b, [ServedCall(c, c.start_ns, c.end_ns) for c in served])
-                    allocations.append(alloc)
-                    for c in served:
-                        _credit(c, alloc)
+    report.self_hosted_calls = len(rows)
+    calls = [SelfHostedCall((r[0], r[1], r[2]), r[5], r[3], r[4]) for r in rows]
+    allocated = allocate_self_hosted(pricer, calls, lo, hi, closed)
     # the windows in range are recomputed from scratch (none, when no clusters file is configured any more)
     cur.execute(
         "DELETE FROM cluster_cost_rows WHERE window_start_ns >= ? AND window_start_ns < ?",
         [lo if lo is not None else 0, min(hi, closed) if hi is not None else closed],
     )
-    if clusters is not None:
-        _store_windows(cur, allocations, clusters.label, now_ns)
-    for alloc in allocations:
+    if pricer.clusters is not None:
+        _store_windows(cur, allocated.windows, pricer.clusters.label, now_ns)
+    for alloc in allocated.windows:
         report.windows += 1
         report.bill_usd += alloc.bill_usd
         report.attributed_usd += alloc.attributed_usd
         report.idle_usd += alloc.idle_usd
     changed = []
-    for call in calls:
-        new = price_row(_self_hosted_price(pricer, call), now_ns)
-        if not _same(call.old, new):
-            changed.append((*call.key, call.task_id, call.counted, call.old[0], *new))
+    for r in rows:
+        key, task_id, counted, old = (r[0], r[1], r[2]), r[6], r[7], r[8:]
+        new = price_row(allocated.prices[key], now_ns)
+        if not _same(old, new):
+            changed.append((*key, task_id, counted, old[0], *new))
     report.self_hosted_changed = len(changed)
     _apply(cur, changed)
-
-
-def _credit(call: _Served, alloc: WindowAllocation) -> None:
-    share = alloc.shares.get(call, Decimal(0))
-    call.usd += share
-    call.windows.append(
-        {
-            "start": _iso(alloc.start_ns),
-            "end": _iso(alloc.end_ns),
-            "usd_per_gpu_hour": str(alloc.cluster.rate),
-            "bill_usd": str(alloc.bill_usd),
-            "busy_s": str(Decimal(alloc.busy_ns) / 1_000_000_000),
-            "share_s": str(round(float(alloc.busy_share_ns.get(call, Fraction(0))) / 1e9, 6)),
-            "usd": str(share),
-        }
-    )
-
-
-def _self_hosted_price(pricer: Pricer, call: _Served) -> CallPrice:
-    clusters = pricer.clusters
-    if clusters is None or not call.cluster_id or not clusters.periods(call.cluster_id):
-        return CallPrice.unpriced(pricer.self_hosted_reason(call.cluster_id), pricer.book_version)
-    if call.open:
-        return CallPrice.unpriced(
-            f"self_hosted: cluster {call.cluster_id!r}: the call's last window has not closed yet "
-            f"(run `taskcost reprice` after {_iso(call.end_ns)})",
-            pricer.book_version,
-        )
-    if not call.windows:
-        return CallPrice.unpriced(
-            f"self_hosted: cluster {call.cluster_id!r} has no rate at {_iso(call.start_ns)} (clusters file)",
-            pricer.book_version,
-        )
-    period = _period_at(clusters.periods(call.cluster_id), call.start_ns)
-    shown = call.windows[:_MAX_WINDOWS_SHOWN]
-    detail: dict[str, Any] = {
-        "rates": clusters.label,
-        "method": "busy_seconds",
-        **describe_cluster(period),
-        "windows": shown,
-    }
-    if len(call.windows) > len(shown):
-        detail["windows_omitted"] = len(call.windows) - len(shown)
-    return CallPrice(
-        cost_usd=call.usd,
-        input_cost_usd=None,
-        output_cost_usd=None,
-        source=clusters.label,
-        provider_id=None,
-        model_id=None,
-        unpriced_reason=None,
-        book_version=pricer.book_version,
-        detail=detail,
-    )
-
-
-def _period_at(periods: list[Cluster], at_ns: int) -> Cluster:
-    found = periods[0]
-    for p in periods:
-        if p.start_ns <= at_ns:
-            found = p
-    return found
 
 
 def _store_windows(
