@@ -19,6 +19,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from taskcost.normalize import DEFAULT_RULES
+
 if TYPE_CHECKING:
     from taskcost.pricing import PricingConfig
 
@@ -126,7 +128,7 @@ class Settings(BaseSettings):
         None, min_length=16, description="Token for key management over HTTP (else one is generated per run)."
     )
     task_id_attributes: list[str] = Field(
-        ["taskcost.task.id", "gen_ai.conversation.id", "session.id", "traceloop.association.properties.session_id"],
+        default_factory=lambda: list(DEFAULT_RULES.task_id_attributes),
         description="Attributes that name a foreign span's task, first found wins (else the trace is the task).",
     )
     task_outcome_attribute: str | None = Field(

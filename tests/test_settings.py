@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from taskcost.settings import load_settings
+from taskcost.settings import Settings, load_settings
 
 
 @pytest.fixture(autouse=True)
@@ -50,3 +50,14 @@ def test_bad_values_and_unknown_keys_are_errors(monkeypatch: pytest.MonkeyPatch,
     (tmp_path / "taskcost.toml").write_text("prot = 1\n")
     with pytest.raises(ValidationError, match="prot"):
         load_settings()
+
+
+def test_the_normalisers_defaults_are_the_settings_defaults() -> None:
+    """One definition each: the task id attributes (the normaliser's) and the pricing attributes the normaliser
+    carries (OTel's names, which pricing maps to the service tier)."""
+    from taskcost.normalize import DEFAULT_RULES
+    from taskcost.pricing import DEFAULT_PRICING_ATTRIBUTES
+
+    s = Settings()
+    assert tuple(s.task_id_attributes) == DEFAULT_RULES.task_id_attributes
+    assert DEFAULT_RULES.pricing_attributes == tuple(DEFAULT_PRICING_ATTRIBUTES) == tuple(s.pricing_attributes)

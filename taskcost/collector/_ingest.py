@@ -110,4 +110,5 @@ def rules_from_settings(settings: Settings) -> NormalizeRules:
         outcome_values=settings.task_outcome_values,
         implicit_tasks=settings.implicit_tasks,
         fold_duplicates=settings.fold_duplicate_spans,
+        pricing_attributes=settings.pricing_attributes,
     )

@@ -43,6 +43,15 @@ DEPLOYMENT = "taskcost.deployment"
 TOOL_COST = "taskcost.tool.cost_usd"
 DUPLICATE_OF = "taskcost.call.duplicate_of"
 
+# OpenTelemetry's attributes that choose a price variant (the service tier), the response's first; the pricing
+# settings' default (taskcost.pricing.DEFAULT_PRICING_ATTRIBUTES maps them to what they choose; a test pins both)
+PRICING_ATTRIBUTES = (
+    "openai.response.service_tier",
+    "openai.request.service_tier",
+    "gen_ai.openai.response.service_tier",
+    "gen_ai.openai.request.service_tier",
+)
+
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
 TOOL_OPERATION = "execute_tool"
 OUTCOMES = frozenset({"completed", "failed", "abandoned"})

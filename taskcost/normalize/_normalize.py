@@ -298,7 +298,7 @@ def _build(out: NormalizedBatch, rules: NormalizeRules, parsed: list[_Parsed]) -
         task_id = rule_id or f"trace:{p.trace_id}"
         status, error_type = _status(p)
         if p.role == "llm":
-            record, usage = _llm_call(p, task_id, status, error_type)
+            record, usage = _llm_call(p, task_id, status, error_type, rules.pricing_attributes)
             sdk = N.CALL_ID in p.attrs.span or N.TASK_ID in p.attrs.span
             candidates.append(Candidate(record, p.parent_id, p.scope_name, usage, sdk, rule_id is not None))
         elif p.role == "tool":
@@ -351,9 +351,13 @@ def _task(
     )
 
 
-def _llm_call(p: _Parsed, task_id: str, status: str, error_type: str | None) -> tuple[LLMCallRecord, X.Usage]:
+def _llm_call(
+    p: _Parsed, task_id: str, status: str, error_type: str | None, pricing_names: tuple[str, ...]
+) -> tuple[LLMCallRecord, X.Usage]:
     """The call's record, and its token counts (the record's) for folding."""
     a, span = p.attrs, p.span
+    get = a.get
+    pricing = {name: value for name in pricing_names if (value := get(name)) is not None}
     usage = X.usage(a)
     attempt = a.integer(N.CALL_ATTEMPT, limit=_MAX_ATTEMPT)
     ctx = p.context
@@ -401,5 +405,6 @@ def _llm_call(p: _Parsed, task_id: str, status: str, error_type: str | None) -> 
         container_image_tags=ctx.image_tags,
         k8s_cluster_name=ctx.k8s_cluster,
         cloud_region=ctx.cloud_region,
+        pricing_attributes=pricing or None,
     )
     return record, usage

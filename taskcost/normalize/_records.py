@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 __all__ = ["LLMCallRecord", "NormalizedBatch", "SpanRecord", "TaskRecord", "ToolCallRecord"]
 
@@ -69,6 +70,9 @@ class LLMCallRecord:
     container_image_tags: list[str] | None
     k8s_cluster_name: str | None
     cloud_region: str | None
+    # the attributes that choose a price variant (NormalizeRules.pricing_attributes), span over resource: read here,
+    # once, so pricing never parses the span's attribute text again; not a column of its own
+    pricing_attributes: dict[str, Any] | None = field(default=None, metadata={"column": False})
 
 
 @dataclass(slots=True)

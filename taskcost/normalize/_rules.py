@@ -25,6 +25,8 @@ class NormalizeRules:
     - ``implicit_tasks``: a trace root span of a trace with no ``taskcost.task.kind`` span becomes the task's record,
       so foreign traces get an outcome (only when the root is GenAI work; see docs/conventions.md).
     - ``fold_duplicates``: fold the spans of one provider response into one LLM call (see ``_fold``).
+    - ``pricing_attributes``: the attributes an LLM call carries to pricing (``LLMCallRecord.pricing_attributes``),
+      span over resource: the names the pricing settings map (``pricing_attributes``).
     """
 
     task_id_attributes: tuple[str, ...] = DEFAULT_TASK_ID_ATTRIBUTES
@@ -32,6 +34,7 @@ class NormalizeRules:
     outcome_values: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     implicit_tasks: bool = True
     fold_duplicates: bool = True
+    pricing_attributes: tuple[str, ...] = N.PRICING_ATTRIBUTES
 
     def __post_init__(self) -> None:
         keys = tuple(k.strip() for k in self.task_id_attributes if k and k.strip())
@@ -54,6 +57,7 @@ class NormalizeRules:
         outcome_values: Mapping[str, Any] | None = None,
         implicit_tasks: bool | None = None,
         fold_duplicates: bool | None = None,
+        pricing_attributes: Iterable[str] | None = None,
     ) -> NormalizeRules:
         """Rules from optional settings; ``None`` means the default."""
         given: dict[str, Any] = {}
@@ -67,6 +71,8 @@ class NormalizeRules:
             given["implicit_tasks"] = implicit_tasks
         if fold_duplicates is not None:
             given["fold_duplicates"] = fold_duplicates
+        if pricing_attributes is not None:
+            given["pricing_attributes"] = tuple(pricing_attributes)
         return cls(**given)
 
     def outcome_from(self, value: Any) -> str | None:

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import operator
-import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 
 from taskcost._internal.compact_json import compact
-from taskcost.normalize import LLMCallRecord, NormalizedBatch, SpanRecord, ToolCallRecord
+from taskcost.normalize import LLMCallRecord, NormalizedBatch, ToolCallRecord
 from taskcost.pricing import CallPrice, Pricer, TokenUsage, default_pricer, pricing_inputs
 
 __all__ = [
@@ -76,7 +74,7 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 def _field_names(cls: type) -> tuple[str, ...]:
     names = _FIELD_NAMES.get(cls)
     if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("column", True))
     return names
 
 
@@ -165,44 +163,14 @@ def price_row(price: CallPrice, priced_at_ns: int | None) -> tuple[Any, ...]:
     )
 
 
-class _SpanAttributes:
-    """Looks pricing attributes up on a call's raw span, then its resource (parsed only when mentioned)."""
-
-    def __init__(self, spans: Sequence[SpanRecord], names: Sequence[str]) -> None:
-        self._raw = {(s.trace_id, s.span_id): s for s in spans}
-        self._needles = tuple(f'"{n}"' for n in names)
-        # where no needle's common ending is in a text, no needle is (one search instead of one per name)
-        self._ending = os.path.commonprefix([n[::-1] for n in self._needles])[::-1] if self._needles else ""
-        self._resources: dict[str, bool] = {}  # a request's spans share their resource's JSON text: checked once
-
-    def _mentions(self, text: str) -> bool:
-        return self._ending in text and any(map(text.__contains__, self._needles))
-
-    def lookup(self, trace_id: str, span_id: str) -> Callable[[str], Any] | None:
-        """The call's attribute values by name; None when neither its span nor its resource names any."""
-        span = self._raw.get((trace_id, span_id))
-        if span is None:
-            return None
-        resource_json = span.resource_attributes
-        in_resource = self._resources.get(resource_json)
-        if in_resource is None:
-            in_resource = self._resources[resource_json] = self._mentions(resource_json)
-        if not in_resource and not self._mentions(span.attributes):
-            return None
-        attrs: dict[str, Any] = json.loads(span.attributes)
-        resource: dict[str, Any] = json.loads(resource_json)
-        return lambda name: attrs[name] if attrs.get(name) is not None else resource.get(name)
-
-
-def _price_columns(calls: Sequence[LLMCallRecord], spans: Sequence[SpanRecord], pricer: Pricer) -> dict[str, list[Any]]:
+def _price_columns(calls: Sequence[LLMCallRecord], pricer: Pricer) -> dict[str, list[Any]]:
     if not calls:
         return {k: [] for k in PRICE_COLUMNS}
-    found = _SpanAttributes(spans, [name for name, _ in pricer.attributes])
     price, attributes, rows = pricer.price, pricer.attributes, []
     for c in calls:
-        lookup = found.lookup(c.trace_id, c.span_id)
-        # no attribute named: what pricing_inputs gives when every lookup is None
-        context, cache_write_1h = ({}, 0) if lookup is None else pricing_inputs(attributes, lookup)
+        carried = c.pricing_attributes  # read by the normaliser, span over resource
+        # none carried: what pricing_inputs gives when every lookup is None
+        context, cache_write_1h = ({}, 0) if not carried else pricing_inputs(attributes, carried.get)
         p = price(
             c.provider,
             c.response_model or c.request_model,
@@ -234,7 +202,7 @@ def prepare_batch(
     ``pricer``: what to price with (default: the bundled prices, no book: ``taskcost.pricing.default_pricer``).
     """
     pricer = pricer or default_pricer()
-    llm_prices = _price_columns(batch.llm_calls, batch.spans, pricer)
+    llm_prices = _price_columns(batch.llm_calls, pricer)
     tool_prices = _tool_price_columns(batch.tool_calls, pricer)
     return PreparedBatch(
         columns={

@@ -82,6 +82,7 @@ def call(
         container_image_tags=None,
         k8s_cluster_name=None,
         cloud_region=None,
+        pricing_attributes=attributes,
     )
     span = SpanRecord(
         trace_id=trace,
