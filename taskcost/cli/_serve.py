@@ -75,12 +75,15 @@ def serve(
     info = write_server_info(settings.db, url, admin_token)
     receiver: Any = None
     decoders: Any = None
+    application: Any = None
 
     def release() -> None:
         if receiver is not None:
             receiver.stop(5)
         if decoders is not None:
             decoders.close()
+        if application is not None:
+            application.state.sql_gate.close()  # queued queries are dropped; running ones end by their time limit
         store.close()  # drains the writer; a no-op the second time
         info.unlink(missing_ok=True)
 

@@ -32,11 +32,6 @@ class QueryGate:
         self._executor: ThreadPoolExecutor | None = None
         self.on_refused: Callable[[], None] | None = None
 
-    @property
-    def admitted(self) -> int:
-        """Queries running or waiting for a slot."""
-        return self._admitted
-
     def _admit(self) -> None:
         with self._lock:
             if self._admitted >= self.limit:
