@@ -67,7 +67,8 @@ def _init(settings: Settings, schemas: dict[str, pa.Schema], parent: int) -> Non
 
 
 def _ipc(columns: dict[str, list[object]], schema: pa.Schema) -> bytes:
-    """One table's columns as an Arrow IPC stream (``_table`` reads it back; the spool keeps it as it is)."""
+    """One table's columns as the Arrow IPC stream a worker answers with (what ``_work`` sends, for tests that build
+    a worker's answer by hand)."""
     return ipc_stream(pa.RecordBatch.from_pydict(columns, schema=schema)).to_pybytes()
 
 
@@ -75,14 +76,18 @@ def _table(stream: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(stream)).read_all()
 
 
-def _work(body: bytes, protobuf: bool, project: str | None) -> tuple[dict[str, bytes], int, int, list[str]]:
+_Result = tuple[dict[str, bytes], int, int, list[str], int]
+
+
+def _work(body: bytes, protobuf: bool, project: str | None) -> _Result:
+    """The request's rows typed by the store's schemas (a span with a value they cannot hold is rejected alone), each
+    table as an Arrow IPC stream (``_table`` reads it back; the spool keeps it as it is)."""
     assert _worker is not None, "decode worker not initialised"
     intake, schemas = _worker
-    ingested = intake.prepare(body, protobuf=protobuf, project=project)
-    tables = {
-        name: _ipc(cols, schemas[name]) for name, cols in ingested.prepared.columns.items() if cols["received_ns"]
-    }
-    return tables, ingested.prepared.span_count, ingested.rejected_spans, ingested.messages
+    ingested = intake.prepare(body, protobuf=protobuf, project=project, schemas=schemas)
+    prepared = ingested.prepared
+    tables = {name: ipc_stream(table).to_pybytes() for name, table in (prepared.tables or {}).items()}
+    return tables, prepared.span_count, ingested.rejected_spans, ingested.messages, ingested.ignored_values
 
 
 def _ready() -> bool:
@@ -90,10 +95,11 @@ def _ready() -> bool:
 
 
 # -- in the serving process ----------------------------------------------------------------------------------------
-def _ingested(result: tuple[dict[str, bytes], int, int, list[str]]) -> Ingested:
-    tables_ipc, spans, rejected, messages = result
+def _ingested(result: _Result) -> Ingested:
+    tables_ipc, spans, rejected, messages, ignored = result
     tables = {name: _table(stream) for name, stream in tables_ipc.items()}
-    return Ingested(PreparedBatch(columns={}, span_count=spans, tables=tables, streams=tables_ipc), rejected, messages)
+    batch = PreparedBatch(columns={}, span_count=spans, tables=tables, streams=tables_ipc)
+    return Ingested(batch, rejected, messages, ignored)
 
 
 class DecodePool:

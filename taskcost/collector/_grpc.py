@@ -36,6 +36,7 @@ from taskcost.collector._ingest import (
     Intake,
     export_response,
     intake_from_settings,
+    store_schemas,
 )
 from taskcost.normalize import DecodeError
 from taskcost.settings import Settings
@@ -125,7 +126,7 @@ class _TraceService:
             if self.decoders is not None:
                 ingested = self.decoders.decode_blocking(body, protobuf=True, project=project)
             else:
-                ingested = self.intake.prepare(body, protobuf=True, project=project)
+                ingested = self.intake.prepare(body, protobuf=True, project=project, schemas=store_schemas(self.store))
         except DecodeError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except RecursionError:

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from taskcost.normalize import DEFAULT_RULES, NormalizeRules, decode_json, decode_protobuf, normalize_request
 from taskcost.pricing import Pricer, PricingSource
 from taskcost.settings import Settings
-from taskcost.store import PreparedBatch, prepare_batch
+from taskcost.store import PreparedBatch, prepare_batch, typed_tables
 
 __all__ = [
     "RETRY_AFTER_S",
@@ -25,8 +27,11 @@ __all__ = [
     "export_response",
     "intake_from_settings",
     "rules_from_settings",
+    "store_schemas",
+    "typed",
 ]
 
+_MAX_MESSAGES = 5  # in one answer's partial_success.error_message
 RETRY_AFTER_S = 2  # what a client should wait before retrying a batch the store could not take
 STORE_FAILED = "the store could not commit this batch; nothing of it was kept, retry later"
 
@@ -36,6 +41,7 @@ class Ingested:
     prepared: PreparedBatch
     rejected_spans: int = 0
     messages: list[str] = field(default_factory=list)
+    ignored_values: int = 0  # attribute values read as absent (their spans kept): see docs/conventions.md
 
 
 def decode_and_prepare(
@@ -52,8 +58,26 @@ def decode_and_prepare(
     batch = normalize_request(req, rules)
     now = time.time_ns()
     if project is None:
-        return Ingested(prepare_batch(batch, now, pricer=pricer), batch.rejected_spans, batch.messages)
-    return Ingested(prepare_batch(batch, now, project, pricer), batch.rejected_spans, batch.messages)
+        prepared = prepare_batch(batch, now, pricer=pricer)
+    else:
+        prepared = prepare_batch(batch, now, project, pricer)
+    return Ingested(prepared, batch.rejected_spans, batch.messages, batch.ignored_values)
+
+
+def store_schemas(store: object) -> Mapping[str, pa.Schema] | None:
+    """The Arrow schemas of ``store``'s tables, to type a batch's rows by before it is submitted (None: a store, such
+    as a test's stand-in, that does not say; its writer types them)."""
+    schemas: Mapping[str, pa.Schema] | None = getattr(store, "arrow_schemas", None)
+    return schemas
+
+
+def typed(ingested: Ingested, schemas: Mapping[str, pa.Schema]) -> Ingested:
+    """``ingested`` with its rows typed as the store's tables (``typed_tables``): a span with a value the store cannot
+    hold is rejected alone, through partial success, never the batch."""
+    prepared, reasons = typed_tables(ingested.prepared, schemas)
+    lost = ingested.prepared.span_count - prepared.span_count
+    messages = (ingested.messages + reasons)[:_MAX_MESSAGES] if reasons else ingested.messages
+    return Ingested(prepared, ingested.rejected_spans + lost, messages, ingested.ignored_values)
 
 
 @dataclass(frozen=True)
@@ -64,9 +88,19 @@ class Intake:
     rules: NormalizeRules = DEFAULT_RULES
     pricing: PricingSource | None = None  # None: the bundled prices, no book
 
-    def prepare(self, body: bytes, *, protobuf: bool, project: str | None = None) -> Ingested:
+    def prepare(
+        self,
+        body: bytes,
+        *,
+        protobuf: bool,
+        project: str | None = None,
+        schemas: Mapping[str, pa.Schema] | None = None,
+    ) -> Ingested:
+        """Decode, normalise and price ``body``; with ``schemas`` (the store's), also type its rows as Arrow tables
+        (``typed``), so that a value the store cannot hold costs its span, never the batch."""
         pricer = self.pricing.current() if self.pricing is not None else None
-        return decode_and_prepare(body, protobuf=protobuf, rules=self.rules, project=project, pricer=pricer)
+        ingested = decode_and_prepare(body, protobuf=protobuf, rules=self.rules, project=project, pricer=pricer)
+        return ingested if schemas is None else typed(ingested, schemas)
 
 
 def intake_from_settings(settings: Settings, pricing: PricingSource | None = None) -> Intake:

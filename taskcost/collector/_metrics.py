@@ -33,6 +33,11 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.ignored_values = Counter(
+            "taskcost_attribute_values_ignored",
+            "Attribute values read as absent (not a number, out of range); their spans are stored as sent",
+            registry=r,
+        )
         self.dropped = Counter(
             "taskcost_spans_dropped", "Spans acknowledged but not stored (always 0: ack follows commit)", registry=r
         )

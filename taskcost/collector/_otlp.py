@@ -27,6 +27,7 @@ from taskcost.collector._ingest import (
     Intake,
     decode_executor,
     export_response,
+    store_schemas,
 )
 from taskcost.collector._metrics import Metrics
 from taskcost.normalize import DecodeError
@@ -90,14 +91,15 @@ def _response(ctype: str, ingested: Ingested) -> Response:
 
 
 async def _decode(
-    decoders: DecodePool | None, body: bytes, ctype: str, intake: Intake, project: str | None
+    decoders: DecodePool | None, body: bytes, ctype: str, intake: Intake, project: str | None, store: Store
 ) -> Ingested:
-    """Decode, normalise and price in a worker process, else on this process's decode thread."""
+    """Decode, normalise, price and type as the store's tables, in a worker process, else on this process's decode
+    thread."""
     protobuf = ctype == PROTOBUF
     try:
         if decoders is not None:
             return await decoders.decode(body, protobuf=protobuf, project=project)
-        work = functools.partial(intake.prepare, body, protobuf=protobuf, project=project)
+        work = functools.partial(intake.prepare, body, protobuf=protobuf, project=project, schemas=store_schemas(store))
         return await asyncio.get_running_loop().run_in_executor(decode_executor(), work)
     except DecodeError as exc:
         raise ApiError(400, str(exc)) from None
@@ -146,11 +148,13 @@ def otlp_router(
             body = await _read_body(request, max_body_bytes)
             encoding = request.headers.get("content-encoding", "").strip().lower()
             body = _inflate(body, encoding, max_body_bytes)
-            ingested = await _decode(decoders, body, ctype, intake, caller.project)
+            ingested = await _decode(decoders, body, ctype, intake, caller.project, store)
             prepared = ingested.prepared
             metrics.received.inc(prepared.span_count + ingested.rejected_spans)
             if ingested.rejected_spans:
                 metrics.rejected.labels("invalid_span").inc(ingested.rejected_spans)
+            if ingested.ignored_values:
+                metrics.ignored_values.inc(ingested.ignored_values)
             future = None
             if prepared.span_count:
                 try:

@@ -9,14 +9,32 @@ from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-__all__ = ["MAX_MONEY", "MAX_TOKENS", "Attrs", "any_value", "attributes_dict", "to_decimal", "to_int", "to_money"]
+__all__ = [
+    "MAX_MONEY",
+    "MAX_TOKENS",
+    "Attrs",
+    "any_value",
+    "attributes_dict",
+    "pricing_value",
+    "to_decimal",
+    "to_int",
+    "to_money",
+]
 
-# A token count above this is not a real request; it is treated as absent (and counted as a warning).
+# Every typed value the normaliser reads is converted here, to what the store can hold and add up: a value outside
+# these bounds is not real data, and is read as absent (NULL), with a reason (``Attrs.ignore``), never an error.
+#
+# A token count above this is not a real request. (Counts are BIGINT; sums of them stay below 2^63 up to nine
+# million such calls in one task.)
 MAX_TOKENS = 10**12
-# Money is stored as DECIMAL(38, 12): 12 places after the point, and below 10^26 dollars.
+# Money is stored as DECIMAL(38, 12): 12 places after the point. One amount of a quadrillion dollars or more is
+# not real; below it, the sums the store keeps (a task's cost, over up to 10^11 such amounts) stay below 10^26,
+# where DECIMAL(38, 12) ends -- a single amount near 10^26 would fit, but two of them in one task would fail the
+# commit of the batch that carries them.
+MAX_MONEY = Decimal(10) ** 15
 _CENT_FRACTION = Decimal(1).scaleb(-12)
-MAX_MONEY = Decimal(10) ** 26
 _WIDE = Context(prec=60)  # enough digits for any amount below MAX_MONEY at 12 places
+_SHOWN = 40  # characters of an ignored value quoted in its reason
 
 
 def any_value(v: AnyValue) -> Any:
@@ -73,6 +91,13 @@ def to_int(value: Any) -> int | None:
     return None
 
 
+def _to_float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def to_decimal(value: Any) -> Decimal | None:
     if value is None or isinstance(value, bool):
         return None
@@ -83,30 +108,54 @@ def to_decimal(value: Any) -> Decimal | None:
     return d if d.is_finite() and d >= 0 else None
 
 
-def to_money(value: Any, warn: Callable[[str], None] | None = None, key: str = "amount") -> Decimal | None:
+def to_money(value: Any, ignore: Callable[[str], None] | None = None, key: str = "amount") -> Decimal | None:
     """A non-negative amount of money as the store keeps it: rounded to 12 places, half to even (0.1*3 sent as
     0.30000000000000004 is 0.300000000000); None for what is not one (negative, NaN, infinite, not a number) or
-    does not fit (10^26 and more), with a warning that names it."""
+    is a quadrillion dollars or more, with a reason that names it (``ignore``)."""
     d = to_decimal(value)
-    if d is None or d >= MAX_MONEY:
-        if value is not None and warn is not None:
-            why = "10^26 or more" if d is not None else "not an amount >= 0"
-            warn(f"ignored {key}={str(value)[:40]!r}: {why}")
+    if d is not None and d < MAX_MONEY:
+        d = d.quantize(_CENT_FRACTION, rounding=ROUND_HALF_EVEN, context=_WIDE)
+        if d < MAX_MONEY:  # (999999999999999.9999999999999 rounds up to it)
+            return d
+    if value is not None and ignore is not None:
+        ignore(_reason(key, value, "10^15 or more" if d is not None else "not an amount >= 0"))
+    return None
+
+
+def pricing_value(value: Any, ignore: Callable[[str], None] | None = None, key: str = "value") -> Any:
+    """An attribute value as pricing may read it (a price variant's name, or a count of 1h cache writes): as sent,
+    but for a float that is not finite (no count, no name), which is None with a reason."""
+    if type(value) is float and not math.isfinite(value):
+        if ignore is not None:
+            ignore(_reason(key, value, "not a finite number"))
         return None
-    return d.quantize(_CENT_FRACTION, rounding=ROUND_HALF_EVEN, context=_WIDE)
+    return value
+
+
+def _reason(key: str, value: Any, why: str) -> str:
+    shown = repr(value) if isinstance(value, str | float | int) else type(value).__name__
+    return f"ignored {key}={shown[:_SHOWN]}: {why}"
 
 
 class Attrs:
-    """Span attributes over resource attributes: the span wins. Reads take names in precedence order."""
+    """Span attributes over resource attributes: the span wins. Reads take names in precedence order.
 
-    __slots__ = ("span", "resource", "warn", "get")
+    ``warn``: a message for the client (partial success); ``ignore``: the same for a value a typed read skipped
+    (counted as such); without ``ignore``, ``warn`` takes both."""
+
+    __slots__ = ("span", "resource", "warn", "ignore", "get")
 
     def __init__(
-        self, span: dict[str, Any], resource: dict[str, Any], warn: Callable[[str], None] | None = None
+        self,
+        span: dict[str, Any],
+        resource: dict[str, Any],
+        warn: Callable[[str], None] | None = None,
+        ignore: Callable[[str], None] | None = None,
     ) -> None:
         self.span = span
         self.resource = resource
         self.warn = warn
+        self.ignore = ignore if ignore is not None else warn
         # one merged mapping, built once per span: every read is then a single C-level dict lookup
         merged = resource | span if resource else span
         self.get: Callable[[str], Any] = merged.get
@@ -126,32 +175,33 @@ class Attrs:
         return None
 
     def integer(self, *keys: str, limit: int = MAX_TOKENS) -> int | None:
-        """The first key with a whole number in [0, limit]; out-of-range values are skipped with a warning."""
+        """The first key with a whole number in [0, limit]; any other value is skipped, with a reason."""
         get = self.get
         for key in keys:
             value = get(key)
             if value is None:
                 continue
-            if type(value) is not int:  # an int (not a bool) as it is; anything else through to_int
-                value = to_int(value)
-            if value is not None:
-                if 0 <= value <= limit:
-                    return value
-                if self.warn is not None:
-                    self.warn(f"ignored out-of-range {key}={value}")
+            if type(value) is int and 0 <= value <= limit:  # nearly every value: an int (not a bool) in range
+                return value
+            number = to_int(value)
+            if number is not None and 0 <= number <= limit:
+                return number
+            if self.ignore is not None:
+                why = "not a whole number" if number is None else ("negative" if number < 0 else f"above {limit}")
+                self.ignore(_reason(key, value, why))
         return None
 
     def number(self, *keys: str) -> float | None:
+        """The first key with a finite number >= 0; any other value is skipped, with a reason."""
         for key in keys:
             value = self.get(key)
-            if isinstance(value, bool) or value is None:
+            if value is None:
                 continue
-            try:
-                f = float(value)
-            except (TypeError, ValueError):
-                continue
-            if math.isfinite(f) and f >= 0:
+            f = None if isinstance(value, bool) else _to_float(value)
+            if f is not None and math.isfinite(f) and f >= 0:
                 return f
+            if self.ignore is not None:
+                self.ignore(_reason(key, value, "not a finite number >= 0"))
         return None
 
     def flag(self, *keys: str) -> bool:

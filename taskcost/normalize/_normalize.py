@@ -17,7 +17,7 @@ from taskcost._internal.compact_json import compact_sorted
 from taskcost.normalize import _conventions as C
 from taskcost.normalize import _extract as X
 from taskcost.normalize import _names as N
-from taskcost.normalize._attrs import Attrs, attributes_dict, to_money
+from taskcost.normalize._attrs import Attrs, attributes_dict, pricing_value, to_money
 from taskcost.normalize._fold import Candidate, fold_calls
 from taskcost.normalize._records import (
     LLMCallRecord,
@@ -131,7 +131,7 @@ def normalize_request(req: ExportTraceServiceRequest, rules: NormalizeRules = DE
         resource_json = compact_sorted(resource)
         service = resource.get(N.SERVICE_NAME)
         service = None if service is None else str(service)
-        shared = _Context.read(Attrs({}, resource, out.warn))
+        shared = _Context.read(Attrs({}, resource, out.warn, out.ignore))
         for ss in rs.scope_spans:
             scope = (ss.scope.name, ss.scope.version)
             for span in ss.spans:
@@ -201,7 +201,7 @@ def _parse(
             events=compact_sorted(events) if events else "[]",
         )
     )
-    a = Attrs(span_attrs, resource, out.warn)
+    a = Attrs(span_attrs, resource, out.warn, out.ignore)
     op = X.operation(a)
     return _Parsed(
         span=span,
@@ -322,7 +322,7 @@ def _tool_call(p: _Parsed, task_id: str, status: str, error_type: str | None) ->
         end_ns=p.end_ns,
         status=status,
         error_type=error_type,
-        cost_usd=to_money(p.attrs.span.get(N.TOOL_COST), p.attrs.warn, N.TOOL_COST),
+        cost_usd=to_money(p.attrs.span.get(N.TOOL_COST), p.attrs.ignore, N.TOOL_COST),
         service_name=p.service,
     )
 
@@ -357,7 +357,11 @@ def _llm_call(
     """The call's record, and its token counts (the record's) for folding."""
     a, span = p.attrs, p.span
     get = a.get
-    pricing = {name: value for name in pricing_names if (value := get(name)) is not None}
+    pricing = {
+        name: value
+        for name in pricing_names
+        if (raw := get(name)) is not None and (value := pricing_value(raw, a.ignore, name)) is not None
+    }
     usage = X.usage(a)
     attempt = a.integer(N.CALL_ATTEMPT, limit=_MAX_ATTEMPT)
     ctx = p.context

@@ -115,9 +115,16 @@ class NormalizedBatch:
     tasks: list[TaskRecord] = field(default_factory=list)
     rejected_spans: int = 0
     messages: list[str] = field(default_factory=list)
+    # attribute values a typed read skipped (odd values: not a number, out of range; docs/conventions.md)
+    ignored_values: int = 0
 
     def reject(self, why: str) -> None:
         self.rejected_spans += 1
+        self.warn(why)
+
+    def ignore(self, why: str) -> None:
+        """An attribute value read as absent: counted, and said to the client (its span is kept)."""
+        self.ignored_values += 1
         self.warn(why)
 
     def warn(self, why: str) -> None:

@@ -17,7 +17,7 @@ from taskcost.store._base import (
 )
 from taskcost.store._keys import KEY_KINDS, ApiKey
 from taskcost.store._migrations import MIGRATIONS
-from taskcost.store._rows import DEFAULT_PROJECT, PreparedBatch, prepare_batch
+from taskcost.store._rows import DEFAULT_PROJECT, PreparedBatch, prepare_batch, typed_tables
 
 if TYPE_CHECKING:
     from taskcost.store._duckdb import DuckDBStore
@@ -46,6 +46,7 @@ __all__ = [
     "StoreUnavailableError",
     "ipc_stream",
     "prepare_batch",
+    "typed_tables",
 ]
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,8 +23,11 @@ __all__ = [
     "arrow_schema",
     "prepare_batch",
     "price_row",
+    "typed_tables",
     "usage_of",
 ]
+
+log = logging.getLogger("taskcost.store")
 
 DEFAULT_PROJECT = "default"
 
@@ -169,17 +173,21 @@ def _price_columns(calls: Sequence[LLMCallRecord], pricer: Pricer) -> dict[str, 
     price, attributes, rows = pricer.price, pricer.attributes, []
     for c in calls:
         carried = c.pricing_attributes  # read by the normaliser, span over resource
-        # none carried: what pricing_inputs gives when every lookup is None
-        context, cache_write_1h = ({}, 0) if not carried else pricing_inputs(attributes, carried.get)
-        p = price(
-            c.provider,
-            c.response_model or c.request_model,
-            _usage(c, cache_write_1h),
-            datetime.fromtimestamp(c.start_ns / 1e9, tz=UTC),
-            deployment=c.deployment,
-            context=context,
-            cluster_id=c.cluster_id,
-        )
+        try:
+            # none carried: what pricing_inputs gives when every lookup is None
+            context, cache_write_1h = ({}, 0) if not carried else pricing_inputs(attributes, carried.get)
+            p = price(
+                c.provider,
+                c.response_model or c.request_model,
+                _usage(c, cache_write_1h),
+                datetime.fromtimestamp(c.start_ns / 1e9, tz=UTC),
+                deployment=c.deployment,
+                context=context,
+                cluster_id=c.cluster_id,
+            )
+        except Exception as exc:  # a value pricing cannot read costs this call its price, not the batch its rows
+            log.warning("call %s/%s not priced: %r", c.trace_id, c.span_id, exc)
+            p = CallPrice.unpriced(f"pricing failed: {type(exc).__name__}")
         # priced_at_ns stays NULL at ingest: the cost was computed when the row was received (received_ns)
         rows.append(price_row(p, None))
     return {name: list(column) for name, column in zip(PRICE_COLUMNS, zip(*rows, strict=True), strict=True)}
@@ -188,7 +196,12 @@ def _price_columns(calls: Sequence[LLMCallRecord], pricer: Pricer) -> dict[str, 
 def _tool_price_columns(tools: Sequence[ToolCallRecord], pricer: Pricer) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {"cost_usd": [], "cost_source": []}
     for t in tools:
-        cost, source = pricer.price_tool(t.tool_name, datetime.fromtimestamp(t.start_ns / 1e9, tz=UTC), t.cost_usd)
+        try:
+            at = datetime.fromtimestamp(t.start_ns / 1e9, tz=UTC)
+            cost, source = pricer.price_tool(t.tool_name, at, t.cost_usd)
+        except Exception as exc:  # as for calls: its cost unknown, the tool call kept
+            log.warning("tool call %s/%s not priced: %r", t.trace_id, t.span_id, exc)
+            cost, source = None, None
         out["cost_usd"].append(cost)
         out["cost_source"].append(source)
     return out
@@ -213,3 +226,54 @@ def prepare_batch(
         },
         span_count=len(batch.spans),
     )
+
+
+# What Arrow raises for a value its type cannot hold (ArrowInvalid is a ValueError; ArrowTypeError a TypeError).
+_UNTYPED = (pa.ArrowException, ValueError, TypeError, OverflowError)
+
+
+def typed_tables(batch: PreparedBatch, schemas: Mapping[str, pa.Schema]) -> tuple[PreparedBatch, list[str]]:
+    """``batch`` with its rows as Arrow tables typed by ``schemas`` (the store's), ready for the writer, and the
+    reasons for any span left out.
+
+    The normaliser bounds every value it reads to what its column holds (taskcost/normalize/_attrs.py), so no row
+    should fail here; if one does, that costs its span, never the batch: every row of the span (in each table) is
+    left out, the span is counted as rejected, and the rest is typed again."""
+    columns = batch.columns
+    bad: dict[tuple[str, str], str] = {}
+    tables: dict[str, pa.Table] = {}
+    for name, cols in columns.items():
+        if not cols["received_ns"]:
+            continue
+        try:
+            tables[name] = pa.Table.from_pydict(cols, schema=schemas[name])
+        except _UNTYPED:
+            rows = _untyped_rows(cols, schemas[name], name)
+            if not rows:  # not a value of a row: the columns do not match the schema (a bug, not data)
+                raise
+            bad.update(rows)
+    if bad:
+        log.error("%d span(s) with a value the store cannot hold left out: %s", len(bad), list(bad.values())[:5])
+        tables = {}
+        for name, cols in columns.items():
+            keep = [i for i, key in enumerate(zip(cols["trace_id"], cols["span_id"], strict=True)) if key not in bad]
+            if keep:
+                kept = {col: [values[i] for i in keep] for col, values in cols.items()}
+                tables[name] = pa.Table.from_pydict(kept, schema=schemas[name])
+    lost = (
+        len(bad.keys() & set(zip(columns["spans"]["trace_id"], columns["spans"]["span_id"], strict=True))) if bad else 0
+    )
+    typed = PreparedBatch(columns={}, span_count=batch.span_count - lost, tables=tables)
+    return typed, [f"span {k[1]} rejected: {why}" for k, why in bad.items()]
+
+
+def _untyped_rows(cols: dict[str, list[Any]], schema: pa.Schema, table: str) -> dict[tuple[str, str], str]:
+    """The (trace id, span id) of each row of ``cols`` whose values ``schema`` cannot type, with why (row by row:
+    only when the whole table failed)."""
+    out: dict[tuple[str, str], str] = {}
+    for i in range(len(cols["received_ns"])):
+        try:
+            pa.Table.from_pydict({col: values[i : i + 1] for col, values in cols.items()}, schema=schema)
+        except _UNTYPED as exc:
+            out[(cols["trace_id"][i], cols["span_id"][i])] = f"a value of {table} the store cannot hold ({exc})"[:200]
+    return out
