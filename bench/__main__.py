@@ -239,20 +239,21 @@ def main() -> None:
         from bench.reprice import run_reprice
 
         print("reprice ...", flush=True)
-        runs = run_reprice((20_000, 100_000) if args.quick else (1_000_000, 10_000_000))
+        reprices = run_reprice((20_000, 100_000) if args.quick else (1_000_000, 10_000_000))
         lines += [
             "## Re-pricing the whole history",
             "",
             "`taskcost reprice` of every stored call (each with its span), in a fresh process opened as the server"
-            " opens the file; pages of 5,000 calls, each its own transaction. One run each.",
+            " opens the file; pages of 5,000 calls, each its own transaction. One run each. The roll-up delta left"
+            " is what the writer had not folded into the task roll-up after it (0: its task cost changes all were).",
             "",
             "| stored calls | re-priced; changed | seconds | calls/s | peak RSS, MB | DuckDB holds at the end, MB |"
-            " memory_limit |",
-            "|---|---|---|---|---|---|---|",
+            " memory_limit | roll-up delta left |",
+            "|---|---|---|---|---|---|---|---|",
             *(
                 f"| {r.calls:,} | {r.calls:,}; {r.changed:,} | {r.seconds:,.1f} | {r.calls / r.seconds:,.0f} |"
-                f" {r.peak_rss_mb:,.0f} | {r.duckdb_mb:,.0f} | {r.memory_limit} |"
-                for r in runs
+                f" {r.peak_rss_mb:,.0f} | {r.duckdb_mb:,.0f} | {r.memory_limit} | {r.delta_left:,} |"
+                for r in reprices
             ),
             "",
         ]

@@ -1,6 +1,7 @@
 """Re-pricing: the whole history priced again, at 1M and 10M stored calls (each with its span), in a fresh process
 opened as the server opens the file (its default DuckDB memory limit and threads). Reports the time, the
-process's peak RSS (VmHWM) and the memory DuckDB says it holds at the end.
+process's peak RSS (VmHWM), the memory DuckDB says it holds at the end, and whether the writer folded the
+re-price's task cost changes into the task roll-up afterwards (the delta rows left: 0 when it did).
 
 The history is bench/query.py's (synthetic costs, so every priced call changes), plus a span per call carrying
 what instrumentations send (about 400 bytes of attributes), which the re-price reads for pricing attributes."""
@@ -49,10 +50,12 @@ with DuckDBStore.open(s.db, memory_limit=s.server_memory_limit(), threads=s.serv
     report = store.reprice(default_pricer(), now_ns=time.time_ns())
     seconds = time.perf_counter() - t
     duck = store.admin_query("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").rows[0][0]
+    left = store.admin_query("SELECT count(*) FROM task_rollup_delta").rows[0][0]
     limit = s.server_memory_limit()
 hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
 print(json.dumps({"calls": report.calls, "changed": report.changed, "seconds": seconds, "peak_rss_mb": hwm / 1024,
-                  "duckdb_mb": duck / 2**20, "memory_limit": limit}))
+                  "duckdb_mb": duck / 2**20, "memory_limit": limit,
+                  "delta_left": left}))
 """
 
 
@@ -64,6 +67,7 @@ class RepriceRun:
     peak_rss_mb: float
     duckdb_mb: float
     memory_limit: str
+    delta_left: int  # task roll-up delta rows the writer had not folded in after the re-price (0: all folded)
 
 
 def run_reprice(sizes: tuple[int, ...]) -> list[RepriceRun]:
@@ -79,5 +83,9 @@ def run_reprice(sizes: tuple[int, ...]) -> list[RepriceRun]:
             )
             out.append(RepriceRun(**json.loads(proc.stdout.strip().splitlines()[-1])))
             Path(db).unlink()
-            print(f"  {size:,} calls: {out[-1].seconds:,.1f} s, peak RSS {out[-1].peak_rss_mb:,.0f} MB", flush=True)
+            print(
+                f"  {size:,} calls: {out[-1].seconds:,.1f} s, peak RSS {out[-1].peak_rss_mb:,.0f} MB,"
+                f" roll-up delta left {out[-1].delta_left:,}",
+                flush=True,
+            )
     return out

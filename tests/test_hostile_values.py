@@ -1,11 +1,15 @@
 """One odd value costs at most its own span, never its batch: every attribute the normaliser reads, sent with
 hostile values (wrong types, NaN, infinities, huge and tiny magnitudes, long strings, empty), and hostile span
 fields (end before start, zero or short ids, times out of range), beside good spans -- over OTLP/HTTP (protobuf and
-JSON) and OTLP/gRPC, through the real receivers into a real DuckDB file. Every request is a success, every good
-span is stored, and a span that cannot be stored is rejected alone, through partial success."""
+JSON; decoded in the serving process and in a decode worker) and OTLP/gRPC, through the real receivers into a
+real DuckDB file. Every request is a success, every good span is stored, and a span that cannot be stored is
+rejected alone, through partial success. Several odd spans share one task (their sums are kept too), and the
+pricing attributes are configured to read counts as well as names. The budget is fixed and derandomized: a failure
+prints its example and a ``@reproduce_failure`` blob, and replays the same way."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -27,6 +31,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from taskcost.app import create_app
 from taskcost.normalize import _conventions as C
 from taskcost.normalize import _names as N
+from taskcost.pricing import DEFAULT_PRICING_ATTRIBUTES
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
 from tests.interop.collectors import Collector, grpc_collector
@@ -36,14 +41,22 @@ EXAMPLES = int(os.environ.get("TASKCOST_HOSTILE_EXAMPLES", "60"))
 BUDGET = settings(
     max_examples=EXAMPLES,
     deadline=None,
+    derandomize=True,
+    database=None,
     print_blob=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 PB = {"Content-Type": "application/x-protobuf"}
 T0 = 1_764_000_000_000_000_000
 
+# pricing attributes as a deployment may configure them: a count (1h cache writes) besides the variant names
+PRICING = {**DEFAULT_PRICING_ATTRIBUTES, "x.cache_write_1h": "cache_write_1h_tokens", "x.batch": "processing"}
 # every attribute name the normaliser reads: the conventions' table, taskcost's own names, and the resource's
-NAMES = sorted(set(C.READ_NAMES) | {v for k, v in vars(N).items() if k.isupper() and isinstance(v, str) and "." in v})
+NAMES = sorted(
+    set(C.READ_NAMES)
+    | set(PRICING)
+    | {v for k, v in vars(N).items() if k.isupper() and isinstance(v, str) and "." in v}
+)
 HOSTILE_TEXT = [
     "NaN",
     "nan",
@@ -56,6 +69,9 @@ HOSTILE_TEXT = [
     "1e26",
     "1E-13",
     "0.30000000000000004",
+    "9" * 26,  # below 10^26: fits DECIMAL(38, 12) alone, but not two of them added up in one task
+    "9.5e25",
+    "999999999999999.9999999999995",
     "1e999999",
     "9" * 400,
     "",
@@ -73,7 +89,7 @@ HOSTILE_TEXT = [
     "x" * 20_000,
 ]
 numeric_text = st.one_of(
-    st.sampled_from(HOSTILE_TEXT[:13]),
+    st.sampled_from(HOSTILE_TEXT[:16]),
     st.decimals(allow_nan=True, allow_infinity=True).map(str),
     st.floats().map(repr),
     st.integers(-(10**40), 10**40).map(str),
@@ -129,12 +145,19 @@ U64 = 2**64 - 1
 
 @dataclass(frozen=True)
 class Odd:
-    """The hostile span's fields; ``storable`` says whether a record can be made of it at all."""
+    """A hostile span's fields (empty ids: fresh random ones, made per request); ``storable`` says whether a record
+    can be made of it at all."""
 
     trace_id: bytes
     span_id: bytes
     start: int
     end: int
+    attributes: dict[str, AnyValue] = dataclasses.field(default_factory=dict)
+
+    def fresh(self) -> Odd:
+        return dataclasses.replace(
+            self, trace_id=self.trace_id or os.urandom(16), span_id=self.span_id or os.urandom(8)
+        )
 
     @property
     def storable(self) -> bool:
@@ -148,37 +171,44 @@ class Odd:
         )
 
 
-odd_fields = st.builds(
-    Odd,
-    trace_id=st.sampled_from([os.urandom(16), b"\x00" * 16, b"\x01" * 15, b""]),
-    span_id=st.sampled_from([os.urandom(8), b"\x00" * 8, b"\x02" * 9]),
-    start=st.sampled_from([T0, 0, U64, 2**63, T0 + 10**9]),
-    end=st.sampled_from([T0 + 5 * 10**9, T0 - 4_600_000_000, 0, U64, T0]),
+odd_spans = st.lists(
+    st.builds(
+        Odd,
+        trace_id=st.sampled_from([b"", b"\x00" * 16, b"\x01" * 15, b"\x01" * 16]),
+        span_id=st.sampled_from([b"", b"\x00" * 8, b"\x02" * 9]),
+        start=st.sampled_from([T0, 0, U64, 2**63, T0 + 10**9]),
+        end=st.sampled_from([T0 + 5 * 10**9, T0 - 4_600_000_000, 0, U64, T0]),
+        attributes=st.builds(_odd_attributes, roles, attributes),
+    ),
+    min_size=1,
+    max_size=3,
 )
 
 
-def _request(attrs: dict[str, AnyValue], resource_attrs: dict[str, AnyValue], odd: Odd) -> tuple[Any, set[str]]:
-    """Good spans (a task with its calls and tool), an odd span beside them with ``attrs``, and a second resource
-    whose good spans carry ``resource_attrs``. Returns the request and the good spans' ids."""
+def _request(odds: list[Odd], resource_attrs: dict[str, AnyValue]) -> tuple[Any, set[str], list[Odd]]:
+    """Good spans (a task with its calls and tool), the odd spans beside them, and a second resource whose good
+    spans carry ``resource_attrs``. Returns the request, the good spans' ids and the odd spans as sent."""
     req = sample_request()
     good = {s.span_id.hex() for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans}
     scope = req.resource_spans[0].scope_spans[0]
-    scope.spans.append(
-        Span(
-            trace_id=odd.trace_id,
-            span_id=odd.span_id,
-            name="odd",
-            kind=99,
-            start_time_unix_nano=odd.start,
-            end_time_unix_nano=odd.end,
-            attributes=[KeyValue(key=k, value=v) for k, v in attrs.items()],
+    odds = [odd.fresh() for odd in odds]
+    for odd in odds:
+        scope.spans.append(
+            Span(
+                trace_id=odd.trace_id,
+                span_id=odd.span_id,
+                name="odd",
+                kind=99,
+                start_time_unix_nano=odd.start,
+                end_time_unix_nano=odd.end,
+                attributes=[KeyValue(key=k, value=v) for k, v in odd.attributes.items()],
+            )
         )
-    )
     other = sample_request().resource_spans[0]
     other.resource.attributes.extend(KeyValue(key=k, value=v) for k, v in resource_attrs.items())
     good |= {s.span_id.hex() for ss in other.scope_spans for s in ss.spans}
     req.resource_spans.append(other)
-    return req, good
+    return req, good, odds
 
 
 def _stored(store: DuckDBStore, ids: set[str]) -> int:
@@ -186,48 +216,53 @@ def _stored(store: DuckDBStore, ids: set[str]) -> int:
     return int(store.query(f"SELECT count(*) FROM spans WHERE span_id IN ({marks})", sorted(ids)).rows[0][0])
 
 
-@pytest.fixture(scope="module")
-def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, DuckDBStore]]:
-    db = tmp_path_factory.mktemp("hostile") / "h.duckdb"
+def _app(db: Any, decode_workers: int) -> Iterator[tuple[TestClient, DuckDBStore]]:
     store = DuckDBStore.open(db)
-    with TestClient(create_app(Settings(db=db, decode_workers=0), store, dashboards=False)) as client:
+    settings = Settings(db=db, decode_workers=decode_workers, pricing_attributes=PRICING)
+    with TestClient(create_app(settings, store, dashboards=False)) as client:
         yield client, store
     store.close()
 
 
 @pytest.fixture(scope="module")
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, DuckDBStore]]:
+    """The app decoding in the serving process."""
+    yield from _app(tmp_path_factory.mktemp("hostile") / "h.duckdb", 0)
+
+
+@pytest.fixture(scope="module")
+def http_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, DuckDBStore]]:
+    """The app decoding in a decode worker process (which types the rows as Arrow tables there)."""
+    yield from _app(tmp_path_factory.mktemp("hostile-w") / "w.duckdb", 1)
+
+
+@pytest.fixture(scope="module")
 def grpc_col(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
-    with grpc_collector(tmp_path_factory.mktemp("hostile-grpc") / "g.duckdb") as col:
+    with grpc_collector(tmp_path_factory.mktemp("hostile-grpc") / "g.duckdb", pricing_attributes=PRICING) as col:
         yield col
 
 
-def _check(rejected: int, message: str, store: DuckDBStore, good: set[str], odd: Odd) -> None:
+def _check(rejected: int, message: str, store: DuckDBStore, good: set[str], odds: list[Odd]) -> None:
     assert _stored(store, good) == len(good), f"good spans lost; the server said: {message}"
-    assert rejected == (0 if odd.storable else 1), message
-    if odd.storable:
-        assert _stored(store, {odd.span_id.hex()}) >= 1, message
+    assert rejected == sum(not odd.storable for odd in odds), message
+    kept = {odd.span_id.hex() for odd in odds if odd.storable}
+    if kept:
+        assert _stored(store, kept) == len(kept), message
 
 
+@pytest.mark.parametrize("where", ["http", "http_worker"])
 @BUDGET
-@given(
-    role=roles,
-    attrs=attributes,
-    resource_attrs=attributes,
-    odd=odd_fields,
-    as_json=st.booleans(),
-    gz=st.booleans(),
-)
+@given(odds=odd_spans, resource_attrs=attributes, as_json=st.booleans(), gz=st.booleans())
 def test_odd_values_over_http_cost_at_most_their_span(
-    http: tuple[TestClient, DuckDBStore],
-    role: dict[str, AnyValue],
-    attrs: dict[str, AnyValue],
+    request: pytest.FixtureRequest,
+    where: str,
+    odds: list[Odd],
     resource_attrs: dict[str, AnyValue],
-    odd: Odd,
     as_json: bool,
     gz: bool,
 ) -> None:
-    client, store = http
-    req, good = _request(_odd_attributes(role, attrs), resource_attrs, odd)
+    client, store = request.getfixturevalue(where)
+    req, good, odds = _request(odds, resource_attrs)
     body = json.dumps(to_otlp_json(req)).encode() if as_json else req.SerializeToString()
     headers = {"Content-Type": "application/json" if as_json else "application/x-protobuf"}
     if gz:
@@ -240,22 +275,18 @@ def test_odd_values_over_http_cost_at_most_their_span(
     else:
         resp = trace_service_pb2.ExportTraceServiceResponse.FromString(r.content)
         rejected, message = resp.partial_success.rejected_spans, resp.partial_success.error_message
-    _check(rejected, message, store, good, odd)
+    _check(rejected, message, store, good, odds)
 
 
 @BUDGET
-@given(role=roles, attrs=attributes, resource_attrs=attributes, odd=odd_fields)
+@given(odds=odd_spans, resource_attrs=attributes)
 def test_odd_values_over_grpc_cost_at_most_their_span(
-    grpc_col: Collector,
-    role: dict[str, AnyValue],
-    attrs: dict[str, AnyValue],
-    resource_attrs: dict[str, AnyValue],
-    odd: Odd,
+    grpc_col: Collector, odds: list[Odd], resource_attrs: dict[str, AnyValue]
 ) -> None:
-    req, good = _request(_odd_attributes(role, attrs), resource_attrs, odd)
+    req, good, odds = _request(odds, resource_attrs)
     with grpc.insecure_channel(grpc_col.grpc_endpoint) as channel:
         resp = trace_service_pb2_grpc.TraceServiceStub(channel).Export(req, timeout=30)
-    _check(resp.partial_success.rejected_spans, resp.partial_success.error_message, grpc_col.store, good, odd)
+    _check(resp.partial_success.rejected_spans, resp.partial_success.error_message, grpc_col.store, good, odds)
 
 
 @pytest.mark.parametrize(
@@ -266,6 +297,9 @@ def test_odd_values_over_grpc_cost_at_most_their_span(
         ("0.0000000000015", Decimal("0.000000000002")),  # half to even: up
         ("1E-13", Decimal("0E-12")),
         ("1e26", None),  # does not fit DECIMAL(38, 12): NULL, with a warning
+        ("1e15", None),  # fits, but a few such amounts in one task would not add up: NULL, with a warning
+        ("999999999999999.999999999999", Decimal("999999999999999.999999999999")),
+        ("999999999999999.9999999999995", None),  # rounds to 10^15
         ("-0.5", None),
         ("NaN", None),
         ("12.5", Decimal("12.500000000000")),

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from bench.query import load_history
+from bench.reprice import run_reprice
 from taskcost.pricing import default_pricer
 from taskcost.store import DuckDBStore
 
@@ -43,3 +44,11 @@ def test_a_reprice_of_a_history_larger_than_memory_completes_and_is_exact(tmp_pa
             "GROUP BY ALL) c USING (project, task_id) WHERE t.llm_cost_usd IS DISTINCT FROM c.s"
         ).rows
         assert mismatched == [(0,)]
+
+
+def test_the_bench_reprice_runs_and_the_writer_folds_its_task_cost_changes_in() -> None:
+    # the bench's load and run are code in strings, which nothing else would notice rotting
+    (run,) = run_reprice((3_000,))
+    assert run.calls == 3_000 and run.changed > 2_700
+    assert run.seconds > 0 and run.peak_rss_mb > 20 and run.memory_limit
+    assert run.delta_left == 0  # the re-price's cost changes are in the task roll-up, not left for ingest to fold

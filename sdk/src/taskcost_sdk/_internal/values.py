@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 
 from opentelemetry.util.types import AttributeValue
 
@@ -13,18 +13,31 @@ from .guard import warn_once
 from .names import CALL_OVERRIDE_ATTRIBUTES, DEPLOYMENTS, INFRA_ATTRIBUTES
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# What an OTLP exporter can encode: an int attribute is an int64, a span time below 2^64 ns (the collector takes
+# times below 2^63, the year 2262). One value beyond fails the encoding of the whole export batch, every span in it.
+_MAX_INT = 2**63 - 1
+# Money: the collector keeps amounts below 10^15 USD, to 12 decimal places rounded half to even (docs/conventions.md).
+MAX_COST = Decimal(10) ** 15
+_PLACES = Decimal(1).scaleb(-12)
+_MAX_SENT_PLACES = 30  # more decimal places than this are rounded to the collector's 12 before sending
+_WIDE = Context(prec=60)  # not the caller's decimal context: any amount below MAX_COST at 12 places fits
 
 
 def coerce_count(value: object) -> int | None:
-    """A token count: an int >= 0 (an integral float or a digit string is accepted); else None."""
+    """A token count: an int >= 0 (an integral float or a digit string is accepted) that fits an OTLP int64;
+    else None."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
     if isinstance(value, float):
-        return int(value) if value.is_integer() and value >= 0 else None
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+        value = int(value) if value.is_integer() else None  # (inf and NaN are not integers)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            value = int(text) if text.isascii() and text.isdigit() else None
+        except ValueError:  # more digits than int() reads
+            value = None
+    if isinstance(value, int):
+        return value if 0 <= value <= _MAX_INT else None
     return None
 
 
@@ -37,7 +50,12 @@ def coerce_seconds(value: object) -> float | None:
 
 
 def coerce_cost(value: object) -> str | None:
-    """Money as a plain decimal string ("0.005"), from Decimal, str, int or float; else None."""
+    """Money as a plain decimal string ("0.005"), from Decimal, str, int or float; else None.
+
+    Exact: a float by its shortest representation (0.1 * 3 is "0.30000000000000004"), a Decimal, int or string
+    as it is; the collector rounds to 12 places, half to even. An amount with more than 30 decimal places is
+    rounded to those 12 here (the same result, in a short text). None for a negative, NaN, infinite amount, or one
+    of 10^15 USD or more (the collector would keep no such amount)."""
     if isinstance(value, bool):
         return None
     try:
@@ -53,22 +71,30 @@ def coerce_cost(value: object) -> str | None:
             return None
     except (InvalidOperation, ValueError):
         return None
-    if not amount.is_finite() or amount < 0:
+    if not amount.is_finite() or amount < 0 or amount >= MAX_COST:
         return None
-    return format(amount, "f")
+    exponent = amount.as_tuple().exponent
+    if isinstance(exponent, int) and exponent < -_MAX_SENT_PLACES:
+        amount = amount.quantize(_PLACES, rounding=ROUND_HALF_EVEN, context=_WIDE)
+    return format(amount.copy_abs() if amount.is_zero() else amount, "f")
 
 
 def to_epoch_ns(value: object) -> int | None:
-    """A point in time as epoch nanoseconds, from a datetime (naive = local time) or an int (ns)."""
+    """A point in time as epoch nanoseconds, from a datetime (naive = local time) or an int (ns), from 1970 to
+    2262 (what OTLP and the collector hold)."""
     if isinstance(value, bool):
         return None
+    ns = None
     if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, datetime):
-        aware = value if value.tzinfo is not None else value.astimezone()
+        ns = value
+    elif isinstance(value, datetime):
+        try:
+            aware = value if value.tzinfo is not None else value.astimezone()
+        except (OverflowError, ValueError, OSError):  # a naive time the platform cannot place (year 1 or 9999)
+            return None
         delta = aware - _EPOCH
-        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
-    return None
+        ns = (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+    return ns if ns is not None and 0 <= ns <= _MAX_INT else None
 
 
 def coerce_infra(key: str, value: object) -> AttributeValue:
@@ -133,14 +159,19 @@ def resolve_times(start: object, end: object, duration_s: object, now_ns: int) -
         warn_once("end_time", "taskcost_sdk: ignored end_time=%r: use a datetime or epoch ns", end)
     if duration_s is not None:
         seconds = coerce_seconds(duration_s)
-        if seconds is None:
-            warn_once("duration_s", "taskcost_sdk: ignored duration_s=%r: it must be seconds >= 0", duration_s)
+        if seconds is None or seconds * 1e9 > _MAX_INT:
+            warn_once(
+                "duration_s", "taskcost_sdk: ignored duration_s=%r: it must be seconds >= 0 (< 292 years)", duration_s
+            )
         else:
             duration_ns = round(seconds * 1e9)
     if end_ns is None:
         end_ns = start_ns + duration_ns if start_ns is not None and duration_ns is not None else now_ns
     if start_ns is None:
         start_ns = end_ns - duration_ns if duration_ns is not None else end_ns
+    if not 0 <= start_ns <= end_ns <= _MAX_INT and duration_ns is not None:  # a duration of centuries
+        warn_once("duration_range", "taskcost_sdk: duration_s=%r goes beyond 1970..2262; clamped", duration_s)
+        start_ns, end_ns = max(0, start_ns), min(end_ns, _MAX_INT)
     if start_ns > end_ns:
         warn_once("time_order", "taskcost_sdk: start_time is after end_time; using end_time for both")
         start_ns = end_ns
