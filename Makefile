@@ -27,7 +27,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 ## The README's test command: set up, lint, then the whole suite.
 test: lint unit

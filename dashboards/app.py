@@ -23,11 +23,18 @@ class _ProjectScoped:
         self._store = store
         self._scope_key = scope_key
 
-    def query(self, sql: str, params: list[Any] | None = None, **kwargs: Any) -> Any:
+    def _project(self) -> str | None:
         scope = flask.request.environ.get("asgi.scope") if flask.has_request_context() else None
         if not isinstance(scope, dict) or self._scope_key not in scope:
             raise PermissionError("this request did not pass the server's key check")
-        return self._store.query(sql, params, project=scope[self._scope_key], **kwargs)
+        project: str | None = scope[self._scope_key]
+        return project
+
+    def query(self, sql: str, params: list[Any] | None = None, **kwargs: Any) -> Any:
+        return self._store.query(sql, params, **{**kwargs, "project": self._project()})
+
+    def arrow(self, sql: str, params: list[Any] | None = None, **kwargs: Any) -> Any:
+        return self._store.arrow(sql, params, **{**kwargs, "project": self._project()})
 
 
 def create_dash_app(store: ReadStore, *, caller_scope_key: str | None = None, **dash_kwargs: Any) -> Dash:

@@ -9,9 +9,11 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import pyarrow as pa
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, RedirectResponse
 
+from taskcost._analytics_api import analytics_router
 from taskcost.collector import CALLER_PROJECT, ApiError, QueryGate, authenticate, error_body, intake_from_settings
 from taskcost.collector import create_app as create_collector_app
 from taskcost.settings import Settings
@@ -54,6 +56,9 @@ class _GatedReads:
     def query(self, sql: str, params: list[Any] | None = None, **kwargs: Any) -> QueryResult:
         return self._gate.run(self._store.query, sql, params, **kwargs)
 
+    def arrow(self, sql: str, params: list[Any] | None = None, **kwargs: Any) -> pa.Table:
+        return self._gate.run(self._store.arrow, sql, params, **kwargs)
+
 
 def create_app(
     settings: Settings,
@@ -70,6 +75,7 @@ def create_app(
     # app.state.intake) the gRPC receiver
     intake = intake_from_settings(settings)
     app = create_collector_app(settings, store, lifespan=lifespan, admin_token=admin_token, intake=intake)
+    app.include_router(analytics_router(store, app.state.sql_gate, admin_token or settings.admin_token))
     if dashboards:
         from a2wsgi import WSGIMiddleware
 

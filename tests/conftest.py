@@ -19,6 +19,37 @@ from taskcost.app import create_app
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
 
+# Modules whose tests take a second or more each (real servers and clients, property runs): marked ``slow``, so
+# ``pytest -m "not slow"`` is the quick loop while editing. ``make test`` runs everything, in parallel.
+SLOW_MODULES = frozenset(
+    {
+        "test_end_to_end",
+        "test_fuzz",
+        "test_hostile_values",
+        "test_interop_fold",
+        "test_interop_grpc",
+        "test_interop_js",
+        "test_interop_llm_clients",
+        "test_interop_providers",
+        "test_interop_tasks",
+        "test_reliability",
+        "test_reprice_memory",
+        "test_sdk_e2e_anthropic",
+        "test_sdk_e2e_openai",
+        "test_sdk_e2e_readme",
+        "test_spool",
+        "test_sql_isolation",
+        "test_sql_limits",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.module is not None and item.module.__name__.rpartition(".")[2] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -87,9 +87,9 @@ def test_a_store_from_before_the_window_keeps_its_keys_as_the_old_generation(tmp
     con.execute("CREATE TABLE span_keys (k UHUGEINT PRIMARY KEY); CREATE TABLE response_keys (k UHUGEINT PRIMARY KEY)")
     con.execute(f"INSERT INTO span_keys SELECT {span_key()} FROM spans")
     con.execute(f"INSERT INTO response_keys SELECT {RESPONSE_KEY} FROM llm_call_rows WHERE response_id IS NOT NULL")
-    con.execute("DELETE FROM schema_migrations WHERE name = ?", [MIGRATIONS[-1].name])
+    con.execute("DELETE FROM schema_migrations WHERE name = ?", ["0008_dedupe_window"])
     con.close()
-    assert MIGRATIONS[-1].name == "0008_dedupe_window"
+    assert "0008_dedupe_window" in [m.name for m in MIGRATIONS]
     with DuckDBStore.open(path, dedupe_window=WINDOW) as s:
         counts = _counts(s)
         assert [counts[t] for t in ("span_keys", "span_keys_old", "response_keys", "response_keys_old")] == [0, 2, 0, 1]

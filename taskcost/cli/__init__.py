@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from taskcost.cli import _keys, _prices, _query, _reprice, _serve, _spool  # noqa: F401  (each registers its commands)
+from taskcost.cli import (  # noqa: F401  (each registers its commands)
+    _analytics,
+    _keys,
+    _prices,
+    _query,
+    _reprice,
+    _serve,
+    _spool,
+)
 from taskcost.cli._common import app
 
 __all__ = ["app", "main"]

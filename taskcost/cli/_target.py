@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pyarrow as pa
 
 from taskcost.settings import Settings
 from taskcost.store import ApiKey, DuckDBStore, QueryError, QueryResult, StoreUnavailableError
@@ -116,6 +117,56 @@ class RemoteStore(Remote):
         return QueryResult(
             doc["columns"], doc["types"], rows, doc["truncated"], doc["elapsed_s"], {"truncated_by": by} if by else {}
         )
+
+    def analytics(self, question: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The server's answer to ``GET /api/analytics/<question>`` (its JSON shape: taskcost.analytics.Answer)."""
+        resp = self._call("GET", f"/api/analytics/{question}", params=params)
+        if resp.status_code != 200:
+            raise QueryError(f"server answered {resp.status_code}: {error_message(resp)}")
+        doc: dict[str, Any] = resp.json()
+        return doc
+
+    def arrow(
+        self,
+        sql: str,
+        params: list[Any] | None = None,
+        *,
+        max_rows: int = 1_000_000,
+        timeout_s: float = 10.0,
+        project: str | None = None,
+    ) -> pa.Table:
+        """``query`` as an Arrow table, typed from the server's column types (within its row limit)."""
+        res = self.query(sql, params, max_rows=max_rows, timeout_s=timeout_s, project=project)
+        if res.truncated:
+            raise QueryError(f"the answer has more rows than the server returns ({len(res.rows):,})")
+        columns = list(zip(*res.rows, strict=True)) if res.rows else [() for _ in res.columns]
+        return pa.table(
+            {
+                name: pa.array(list(col), type=_arrow_type(t))
+                for name, t, col in zip(res.columns, res.types, columns, strict=True)
+            }
+        )
+
+
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "BIGINT": pa.int64(),
+    "INTEGER": pa.int32(),
+    "HUGEINT": pa.decimal128(38, 0),
+    "DOUBLE": pa.float64(),
+    "FLOAT": pa.float32(),
+    "BOOLEAN": pa.bool_(),
+    "VARCHAR": pa.string(),
+    "TIMESTAMP": pa.timestamp("us"),
+    "DATE": pa.date32(),
+}
+
+
+def _arrow_type(duckdb_type: str) -> pa.DataType | None:
+    """The Arrow type of a DuckDB type name the server reported (None: let Arrow infer it)."""
+    if duckdb_type.startswith("DECIMAL("):
+        precision, scale = duckdb_type[len("DECIMAL(") : -1].split(",")
+        return pa.decimal128(int(precision), int(scale))
+    return _ARROW_TYPES.get(duckdb_type)
 
 
 class RemoteAdmin(Remote):

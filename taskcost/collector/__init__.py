@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from taskcost.collector._app import create_app
     from taskcost.collector._auth import CALLER_PROJECT, authenticate
     from taskcost.collector._errors import ApiError, error_body
-    from taskcost.collector._gate import QueryGate
+    from taskcost.collector._gate import QueryGate, QueryGateFull
     from taskcost.collector._grpc import start_grpc_server
     from taskcost.collector._ingest import Intake, intake_from_settings
 
@@ -18,6 +18,7 @@ __all__ = [
     "ApiError",
     "Intake",
     "QueryGate",
+    "QueryGateFull",
     "authenticate",
     "create_app",
     "error_body",
@@ -33,6 +34,7 @@ _WHERE = {
     "authenticate": "_auth",
     "CALLER_PROJECT": "_auth",
     "QueryGate": "_gate",
+    "QueryGateFull": "_gate",
     "Intake": "_ingest",
     "intake_from_settings": "_ingest",
 }

@@ -17,7 +17,7 @@ from taskcost._internal.compact_json import compact_sorted
 from taskcost.normalize import _conventions as C
 from taskcost.normalize import _extract as X
 from taskcost.normalize import _names as N
-from taskcost.normalize._attrs import Attrs, attributes_dict, pricing_value, to_money
+from taskcost.normalize._attrs import MAX_TOKENS, Attrs, attributes_dict, pricing_value, to_money
 from taskcost.normalize._fold import Candidate, fold_calls
 from taskcost.normalize._records import (
     LLMCallRecord,
@@ -348,7 +348,24 @@ def _task(
         agent_version=ctx.agent_version,
         conversation_id=a.text(*C.CONVERSATION_ID),
         service_name=p.service,
+        golden=a.flag(N.TASK_GOLDEN),
     )
+
+
+def _prompt_fingerprint(a: Attrs) -> tuple[int | None, int | None, int | None, str | None]:
+    """(prompt characters, stable prefix characters, index and kind of the block that broke the prefix), from the
+    SDK's fingerprint attributes; a value that is not what the SDK sends is skipped (counted with a reason)."""
+    chars = a.get(N.PROMPT_BLOCK_CHARS)
+    total = None
+    if isinstance(chars, list) and chars and all(type(c) is int and 0 <= c <= MAX_TOKENS for c in chars):
+        total = sum(chars)
+    stable = a.integer(N.PROMPT_STABLE_PREFIX_CHARS)
+    block = a.integer(N.PROMPT_PREFIX_BREAK_BLOCK, limit=_MAX_ATTEMPT)
+    kinds = a.get(N.PROMPT_BLOCK_KINDS)
+    kind = None
+    if block is not None and isinstance(kinds, list) and block < len(kinds) and isinstance(kinds[block], str):
+        kind = kinds[block][:64] or None
+    return total, stable, block, kind
 
 
 def _llm_call(
@@ -410,5 +427,8 @@ def _llm_call(
         k8s_cluster_name=ctx.k8s_cluster,
         cloud_region=ctx.cloud_region,
         pricing_attributes=pricing or None,
+    )
+    (record.prompt_chars, record.stable_prefix_chars, record.prefix_break_block, record.prefix_break_kind) = (
+        _prompt_fingerprint(a)
     )
     return record, usage

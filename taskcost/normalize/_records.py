@@ -73,6 +73,11 @@ class LLMCallRecord:
     # the attributes that choose a price variant (NormalizeRules.pricing_attributes), span over resource: read here,
     # once, so pricing never parses the span's attribute text again; not a column of its own
     pricing_attributes: dict[str, Any] | None = field(default=None, metadata={"column": False})
+    # the SDK's prompt fingerprint (taskcost.prompt.*): sizes and where the prefix broke, never content
+    prompt_chars: int | None = None  # sum of taskcost.prompt.block_chars
+    stable_prefix_chars: int | None = None
+    prefix_break_block: int | None = None
+    prefix_break_kind: str | None = None  # taskcost.prompt.block_kinds at the break: system, tools, user, ...
 
 
 @dataclass(slots=True)
@@ -105,6 +110,7 @@ class TaskRecord:
     agent_version: str | None
     conversation_id: str | None
     service_name: str | None
+    golden: bool = False  # taskcost.task.golden: one of the fixed task set canaries can be restricted to
 
 
 @dataclass(slots=True)

@@ -82,6 +82,20 @@ class ReadStore(Protocol):
         and about ``max_bytes`` bytes; ``project``: that project's rows only. Raises QueryError."""
         ...
 
+    def arrow(
+        self,
+        sql: str,
+        params: list[Any] | None = None,
+        *,
+        max_rows: int = ...,
+        timeout_s: float = ...,
+        project: str | None = ...,
+    ) -> pa.Table:
+        """The same sandboxed SELECT as ``query``, answered as one Arrow table (typed columns: DECIMAL money stays
+        decimal128). For analytics, which aggregate in SQL and read the few rows back whole: more than ``max_rows``
+        rows is a QueryError, never a silently shorter answer."""
+        ...
+
 
 class Store(ReadStore, Protocol):
     """The whole contract of a storage backend: what the serving process, the collector, the CLI and the tests

@@ -294,6 +294,45 @@ class DuckDBStore:
             timer.cancel()
             cur.close()
 
+    def arrow(
+        self,
+        sql: str,
+        params: list[Any] | None = None,
+        *,
+        max_rows: int = 1_000_000,
+        timeout_s: float = 10.0,
+        project: str | None = None,
+    ) -> pa.Table:
+        """``query``'s sandbox, time limit and project filter, answered as an Arrow table (analytics)."""
+        if self._closed:
+            raise StoreUnavailableError("store is closed")
+        self._caught_up(timeout_s)
+        cur = self._sandbox.cursor_for(self._con, project)
+        timer = threading.Timer(timeout_s, cur.interrupt)
+        try:
+            timer.start()
+            try:
+                runnable = self._sandbox.prepare(cur, sql)
+                reader: pa.RecordBatchReader = cur.sql(runnable, params=params or None).to_arrow_reader(8192)
+                batches, rows = [], 0
+                for batch in reader:
+                    rows += batch.num_rows
+                    if rows > max_rows:
+                        raise QueryError(f"the answer has more than {max_rows:,} rows")
+                    batches.append(batch)
+                return pa.Table.from_batches(batches, schema=reader.schema)
+            except duckdb.InterruptException:
+                raise QueryError(f"query interrupted after the {timeout_s:g} s time limit") from None
+            except duckdb.OutOfMemoryException as exc:
+                raise QueryError(self._out_of_memory(exc)) from None
+            except duckdb.Error as exc:
+                raise QueryError(str(exc)) from None
+            except RecursionError:
+                raise QueryError("the query or its result is nested too deeply") from None
+        finally:
+            timer.cancel()
+            cur.close()
+
     @property
     def engine_settings(self) -> dict[str, str]:
         """DuckDB's limits in this process (for /metrics: user SQL cannot read settings)."""

@@ -525,6 +525,53 @@ DROP TABLE response_keys;
 CREATE TABLE response_keys (k UHUGEINT NOT NULL);
 """
 
+
+def _latest_view(sql: str, name: str) -> str:
+    """The last ``CREATE OR REPLACE VIEW <name>`` statement in a migration's text (a later one extends it)."""
+    start = sql.rindex(f"CREATE OR REPLACE VIEW {name} AS")
+    return sql[start : sql.index(";", start) + 1]
+
+
+def _extended(view: str, old: str, new: str) -> str:
+    assert view.count(old) == 1, old
+    return view.replace(old, new)
+
+
+# Typed columns for what analytics reads per call and per task: the SDK's prompt fingerprint (sizes and where the
+# prefix broke, never content: the cache-miss waste and the prefix-stability report) and the golden-task tag (a
+# fixed task set for canaries). The views are the previous ones with these columns added; `golden` is read from
+# the task spans (few) rather than carried through the roll-up.
+_CALLS_0009 = _extended(
+    _latest_view(_ROLLUPS, "llm_calls"),
+    "container_image_name, container_image_tags, k8s_cluster_name, cloud_region\n",
+    "container_image_name, container_image_tags, k8s_cluster_name, cloud_region,\n"
+    "    prompt_chars, stable_prefix_chars, prefix_break_block, prefix_break_kind\n",
+)
+_TASKS_0009 = _extended(
+    _extended(
+        _latest_view(_ROLLUPS, "tasks"),
+        "harness_version, agent_name, agent_version, conversation_id, service_name\nFROM r;",
+        "harness_version, agent_name, agent_version, conversation_id, service_name,\n"
+        "    coalesce(g.golden, FALSE) AS golden\n"
+        "FROM r LEFT JOIN (SELECT DISTINCT project, task_id, TRUE AS golden FROM task_rows WHERE golden) AS g\n"
+        "    USING (project, task_id);",
+    ),
+    "SELECT\n    project, task_id, kind, outcome,",
+    "SELECT\n    r.project, r.task_id, kind, outcome,",
+)
+_ANALYTICS_COLUMNS = (
+    """
+ALTER TABLE llm_call_rows ADD COLUMN prompt_chars BIGINT;
+ALTER TABLE llm_call_rows ADD COLUMN stable_prefix_chars BIGINT;
+ALTER TABLE llm_call_rows ADD COLUMN prefix_break_block INTEGER;
+ALTER TABLE llm_call_rows ADD COLUMN prefix_break_kind VARCHAR;
+ALTER TABLE task_rows ADD COLUMN golden BOOLEAN;
+"""
+    + _CALLS_0009
+    + "\n"
+    + _TASKS_0009
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_raw_spans", _RAW_SPANS),
     Migration("0002_typed_call_tool_task_rows", _TYPED),
@@ -534,6 +581,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0006_write_time_dedupe_and_task_rollup", _ROLLUPS),
     Migration("0007_intake_spool_commits", _SPOOL),
     Migration("0008_dedupe_window", _DEDUPE_WINDOW),
+    Migration("0009_prompt_fingerprint_and_golden_tasks", _ANALYTICS_COLUMNS),
 )
 
 _LEDGER = """

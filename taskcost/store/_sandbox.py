@@ -122,7 +122,7 @@ _EXPRESSIONS = frozenset(
 
 def _serialize(cur: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
     try:
-        text = cur.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0]  # type: ignore[index]
+        text = cur.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0]
     except duckdb.Error as exc:
         raise QueryError(f"SQL does not parse: {exc}") from None
     try:
@@ -169,7 +169,7 @@ class Sandbox:
             ]
         guard_sizes(first, self._guard)
         try:
-            rendered = cur.execute("SELECT json_deserialize_sql(?)", [json.dumps(first)]).fetchone()[0]  # type: ignore[index]
+            rendered = cur.execute("SELECT json_deserialize_sql(?)", [json.dumps(first)]).fetchall()[0][0]
         except (duckdb.Error, RecursionError) as exc:
             if "nesting depth" in str(exc):
                 raise QueryError(_TOO_DEEP) from None

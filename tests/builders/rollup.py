@@ -32,7 +32,8 @@ WITH calls AS (
         any_value(agent_name) AS agent_name,
         any_value(agent_version) AS agent_version,
         any_value(conversation_id) AS conversation_id,
-        any_value(service_name) AS service_name
+        any_value(service_name) AS service_name,
+        coalesce(bool_or(golden), FALSE) AS golden
     FROM task_rows GROUP BY project, task_id
 ), c AS (
     SELECT project, task_id,
@@ -69,7 +70,8 @@ SELECT
     CASE WHEN c.llm_cost_usd IS NULL AND tl.tool_cost_usd IS NULL THEN NULL
          ELSE coalesce(c.llm_cost_usd, 0) + coalesce(tl.tool_cost_usd, 0) END AS cost_usd,
     coalesce(c.unpriced_calls, 0) AS unpriced_calls,
-    t.harness_version, t.agent_name, t.agent_version, t.conversation_id, t.service_name
+    t.harness_version, t.agent_name, t.agent_version, t.conversation_id, t.service_name,
+    coalesce(t.golden, FALSE) AS golden
 FROM t FULL OUTER JOIN c USING (project, task_id) FULL OUTER JOIN tl USING (project, task_id)
 ORDER BY project, task_id
 """

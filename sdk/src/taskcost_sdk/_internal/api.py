@@ -20,12 +20,14 @@ def task(
     conversation_id: str | None = None,
     agent_name: str | None = None,
     agent_version: str | None = None,
+    golden: bool = False,
     attributes: Mapping[str, AttributeValue] | None = None,
 ) -> Task:
     """A task: ``with task("bug_fix") as t:`` or ``async with``. ``id`` defaults to a random hex id.
 
     Leaving the block normally marks the task "completed" (or what ``t.set_outcome()`` said); an exception
     marks it "failed" (span status ERROR, ``error.type`` = exception class) and propagates unchanged.
+    ``golden=True`` tags it as one of a fixed task set (``taskcost canary --golden`` compares on those only).
     """
     return Task(
         kind,
@@ -33,6 +35,7 @@ def task(
         conversation_id=conversation_id,
         agent_name=agent_name,
         agent_version=agent_version,
+        golden=golden,
         attributes=attributes,
     )
 

@@ -40,6 +40,7 @@ HTTP_REQUEST_RESEND_COUNT: Final = "http.request.resend_count"
 # taskcost names (what OpenTelemetry lacks).
 TASK_ID: Final = "taskcost.task.id"
 TASK_KIND: Final = "taskcost.task.kind"
+TASK_GOLDEN: Final = "taskcost.task.golden"
 TASK_OUTCOME: Final = "taskcost.task.outcome"
 HARNESS_VERSION: Final = "taskcost.harness.version"
 CALL_ID: Final = "taskcost.call.id"

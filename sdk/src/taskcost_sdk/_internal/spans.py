@@ -100,6 +100,7 @@ class Task(TaskScope):
         conversation_id: str | None = None,
         agent_name: str | None = None,
         agent_version: str | None = None,
+        golden: bool = False,
         attributes: Mapping[str, AttributeValue] | None = None,
     ) -> None:
         super().__init__()
@@ -121,6 +122,8 @@ class Task(TaskScope):
         self._inherited: dict[str, AttributeValue] = {}
         with guarded("task init"):
             self._attributes.update(attributes or {})
+            if golden:
+                self._attributes[n.TASK_GOLDEN] = True
             for name, value in (
                 (n.GEN_AI_CONVERSATION_ID, conversation_id),
                 (n.GEN_AI_AGENT_NAME, agent_name),

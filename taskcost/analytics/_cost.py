@@ -1,0 +1,17 @@
+"""Cost per completed task, with its waste. (Being built: see docs/analytics.md.)"""
+
+from __future__ import annotations
+
+from taskcost.analytics._answer import Answer
+from taskcost.analytics._filters import Filters
+from taskcost.analytics._question import NoOptions, Question
+from taskcost.store import ReadStore
+
+__all__ = ["QUESTION"]
+
+
+def _run(store: ReadStore, filters: Filters, options: NoOptions) -> Answer:
+    raise NotImplementedError("cost")
+
+
+QUESTION = Question(name="cost", help="cost per completed task, with its waste", run=_run, options=NoOptions)

@@ -1,0 +1,192 @@
+"""``Filters``: which tasks and calls every question looks at, and the SQL that selects them.
+
+Two kinds of dimension (docs/analytics.md, "Which tasks and calls a filter selects"):
+
+- task dimensions (``project``, ``kind``, ``agent_name``, ``agent_version``, ``harness_version``, the time of the
+  task's start, ``golden``): a task is in or out;
+- call dimensions (``model``, ``provider``, ``engine``, ``engine_version``, ``quantization``, ``gpu_type``,
+  ``cluster``, ``deployment``): a *call* is in or out by its own value; a *task* takes the value its calls share,
+  or ``mixed`` when they disagree (a task whose calls all lack the value has none).
+
+The SQL is plain aggregates over the public views, with positional ``?`` parameters, so that another store can run
+it (any dialect difference lives in ``_dialect.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CALL_DIMENSIONS",
+    "DIMENSIONS",
+    "MIXED",
+    "TASK_DIMENSIONS",
+    "Filters",
+    "Sql",
+    "call_scope",
+    "task_scope",
+    "utc_text",
+]
+
+MIXED = "mixed"
+"""The value of a call dimension for a task whose calls disagree on it."""
+
+TASK_DIMENSIONS: dict[str, str] = {
+    "project": "project",
+    "kind": "kind",
+    "agent_name": "agent_name",
+    "agent_version": "agent_version",
+    "harness_version": "harness_version",
+}
+"""Task dimension -> its column in ``tasks``."""
+
+CALL_DIMENSIONS: dict[str, str] = {
+    "model": "model",
+    "provider": "provider",
+    "engine": "engine",
+    "engine_version": "engine_version",
+    "quantization": "quantization",
+    "gpu_type": "gpu_type",
+    "cluster": "cluster_id",
+    "deployment": "deployment",
+}
+"""Call dimension -> its column in ``llm_calls``."""
+
+DIMENSIONS: tuple[str, ...] = (*TASK_DIMENSIONS, *CALL_DIMENSIONS)
+"""Every dimension a question can filter on or group by."""
+
+
+class Filters(BaseModel):
+    """What a question looks at. Every field is optional; unset means "all". Shared by every question, the CLI's
+    options (``--model gpt-4o``) and the HTTP API's query parameters (``?model=gpt-4o``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    since: datetime | None = Field(None, description="From this time, inclusive (UTC unless an offset is given).")
+    until: datetime | None = Field(None, description="Up to this time, exclusive.")
+    project: str | None = Field(None, description="Project (a read key always sees its own project only).")
+    kind: str | None = Field(None, description="Task kind (`taskcost.task.kind`).")
+    agent_name: str | None = Field(None, description="Agent name (`gen_ai.agent.name`).")
+    agent_version: str | None = Field(None, description="Agent version (`gen_ai.agent.version`).")
+    harness_version: str | None = Field(None, description="Agent harness version (`taskcost.harness.version`).")
+    model: str | None = Field(None, description="Model (the one priced).")
+    provider: str | None = Field(None, description="Provider (`openai`, `anthropic`, ...).")
+    engine: str | None = Field(None, description="Inference engine (`vllm`, `sglang`, ...).")
+    engine_version: str | None = Field(None, description="Inference engine version.")
+    quantization: str | None = Field(None, description="Weights quantization (`fp8`, `bf16`, ...).")
+    gpu_type: str | None = Field(None, description="GPU type (`H100-SXM`, ...).")
+    cluster: str | None = Field(None, description="Cluster id (`taskcost.cluster.id`).")
+    deployment: Literal["api", "self_hosted"] | None = Field(None, description="`api` or `self_hosted`.")
+    golden: bool = Field(False, description="Only tasks tagged golden (`taskcost.task.golden`).")
+
+    def task_values(self) -> dict[str, str]:
+        """The task dimensions set: dimension -> value."""
+        return {d: v for d in TASK_DIMENSIONS if (v := getattr(self, d)) is not None}
+
+    def call_values(self) -> dict[str, str]:
+        """The call dimensions set: dimension -> value."""
+        return {d: v for d in CALL_DIMENSIONS if (v := getattr(self, d)) is not None}
+
+    def narrowed(self, **values: Any) -> Filters:
+        """These filters with some fields set (e.g. one canary arm: ``narrowed(engine_version="0.6.0")``)."""
+        return self.model_copy(update=values)
+
+    def describe(self) -> str:
+        """``model=gpt-4o, since=2026-12-01 00:00:00`` (or ``all data``): for headings."""
+        parts = [f"{k}={v}" for k, v in self.model_dump(exclude_defaults=True).items()]
+        return ", ".join(parts) if parts else "all data"
+
+
+def utc_text(at: datetime) -> str:
+    """The views' TIMESTAMPs are UTC wall times; parameters travel as text (also over the HTTP API)."""
+    if at.tzinfo is not None:
+        at = at.astimezone(UTC).replace(tzinfo=None)
+    return at.isoformat(sep=" ")
+
+
+@dataclass
+class Sql:
+    """SQL text with its positional parameters, in order."""
+
+    text: str
+    params: list[Any] = field(default_factory=list)
+
+    def __add__(self, other: Sql) -> Sql:
+        return Sql(self.text + other.text, self.params + other.params)
+
+
+def _where(conditions: Iterable[Sql]) -> Sql:
+    parts = list(conditions)
+    if not parts:
+        return Sql("TRUE")
+    return Sql(" AND ".join(p.text for p in parts), [x for p in parts for x in p.params])
+
+
+def _time(column: str, filters: Filters) -> list[Sql]:
+    out = []
+    if filters.since is not None:
+        out.append(Sql(f"{column} >= CAST(? AS TIMESTAMP)", [utc_text(filters.since)]))
+    if filters.until is not None:
+        out.append(Sql(f"{column} < CAST(? AS TIMESTAMP)", [utc_text(filters.until)]))
+    return out
+
+
+def _task_conditions(filters: Filters, alias: str) -> list[Sql]:
+    conds = [Sql(f"{alias}.{TASK_DIMENSIONS[d]} = ?", [v]) for d, v in filters.task_values().items()]
+    conds += _time(f"{alias}.start_time", filters)
+    if filters.golden:
+        conds.append(Sql(f"{alias}.golden"))
+    return conds
+
+
+def shared_value(column: str, name: str) -> str:
+    """SQL for a task's value of a call dimension: the one its calls share, ``mixed`` when they disagree."""
+    return (
+        f"CASE WHEN min({column}) = max({column}) THEN min({column}) "
+        f"WHEN min({column}) IS NULL THEN NULL ELSE '{MIXED}' END AS {name}"
+    )
+
+
+def task_scope(filters: Filters, dimensions: Sequence[str] = (), name: str = "scoped_tasks") -> Sql:
+    """A CTE (``<name> AS (...)``, no ``WITH``) of the selected tasks: every column of ``tasks``, plus one column per
+    call dimension in ``dimensions`` or in the filters, holding the task's shared value (``mixed`` when its calls
+    disagree; NULL when they have none). Tasks still running (no outcome) are included: a question that counts
+    per-task figures leaves them out itself and says how many there were."""
+    call_dims = [d for d in CALL_DIMENSIONS if d in dimensions or d in filters.call_values()]
+    conds = _task_conditions(filters, "t")
+    if not call_dims:
+        body = Sql("SELECT t.* FROM tasks AS t WHERE ") + _where(conds)
+        return Sql(f"{name} AS (") + body + Sql(")")
+    shared = ", ".join(shared_value(CALL_DIMENSIONS[d], d) for d in call_dims)
+    project = [Sql("project = ?", [filters.project])] if filters.project is not None else []
+    per_task = Sql(f"SELECT project, task_id, {shared} FROM llm_calls WHERE ") + _where(project)
+    per_task += Sql(" GROUP BY project, task_id")
+    conds += [Sql(f"d.{dim} = ?", [v]) for dim, v in filters.call_values().items()]
+    body = Sql(f"SELECT t.*, {', '.join('d.' + d for d in call_dims)} FROM tasks AS t LEFT JOIN (")
+    body += per_task + Sql(") AS d USING (project, task_id) WHERE ") + _where(conds)
+    return Sql(f"{name} AS (") + body + Sql(")")
+
+
+def call_scope(filters: Filters, name: str = "scoped_calls") -> Sql:
+    """A CTE (``<name> AS (...)``) of the selected LLM call attempts (``llm_calls`` columns): call dimensions and the
+    time range (the call's start) on the call itself; task dimensions (and ``golden``) through its task."""
+    conds = [Sql(f"c.{CALL_DIMENSIONS[d]} = ?", [v]) for d, v in filters.call_values().items()]
+    conds += _time("c.start_time", filters)
+    if filters.project is not None:
+        conds.append(Sql("c.project = ?", [filters.project]))
+    task_only = filters.model_copy(
+        update={"since": None, "until": None, "project": None, **dict.fromkeys(CALL_DIMENSIONS)}
+    )
+    tconds = _task_conditions(task_only, "t")
+    if tconds:
+        conds.append(
+            Sql("EXISTS (SELECT 1 FROM tasks AS t WHERE t.project = c.project AND t.task_id = c.task_id AND ")
+            + _where(tconds)
+            + Sql(")")
+        )
+    return Sql(f"{name} AS (SELECT c.* FROM llm_calls AS c WHERE ") + _where(conds) + Sql(")")
