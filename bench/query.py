@@ -51,7 +51,20 @@ SELECT
     0 AS reasoning_tokens,
     random() AS ttft_s,
     CASE WHEN random() < 0.05 THEN 'error' ELSE 'ok' END AS status,
-    'api' AS deployment,
+    -- one task in five runs on our own GPUs: two engine versions, two GPU types (for canary, changes, breakeven)
+    CASE WHEN (i // 10) % 5 = 0 THEN 'self_hosted' ELSE 'api' END AS deployment,
+    CASE WHEN (i // 10) % 5 = 0 THEN 'vllm' END AS engine,
+    CASE WHEN (i // 10) % 5 = 0 THEN ['0.6.0', '0.7.0'][1 + (i // 20) % 2] END AS engine_version,
+    CASE WHEN (i // 10) % 5 = 0 THEN ['H100', 'A100'][1 + (i // 30) % 2] END AS gpu_type,
+    CASE WHEN (i // 10) % 5 = 0 THEN 'fp8' END AS quantization,
+    CASE WHEN (i // 10) % 5 = 0 THEN 'gpu-a' END AS cluster_id,
+    'h' || ((i // 30) % 3) AS harness_version,
+    -- the SDK's prompt fingerprint: every call after a task's first repeats most of its prompt; 1 in 7 breaks it
+    (2000 + (i % 13) * 6000) AS prompt_chars,
+    CASE WHEN i % 10 > 0 THEN ((2000 + (i % 13) * 6000) * CASE WHEN i % 7 = 0 THEN 0.2 ELSE 0.9 END)::BIGINT END
+        AS stable_prefix_chars,
+    CASE WHEN i % 10 > 0 AND i % 7 = 0 THEN 1 END AS prefix_break_block,
+    CASE WHEN i % 10 > 0 AND i % 7 = 0 THEN 'system' END AS prefix_break_kind,
     'review-bot' AS service_name,
     CASE WHEN i % 100 < 3 THEN NULL ELSE (random() * 0.05)::DECIMAL(38, 12) END AS cost_usd,
     CASE WHEN i % 100 < 3 THEN NULL ELSE 'synthetic' END AS price_source,
@@ -62,7 +75,8 @@ FROM range({n}) t(i)
 _TASKS = """
 INSERT INTO task_rows BY NAME
 SELECT 'default' AS project, lpad(to_hex(t), 32, '0') AS trace_id, lpad(to_hex(t), 16, '0') AS span_id,
-       'task-' || t AS task_id, 'code_review' AS kind,
+       'task-' || t AS task_id, ['code_review', 'bug_fix', 'report'][1 + t % 3] AS kind, t % 20 = 0 AS golden,
+       'h' || ((t // 3) % 3) AS harness_version,
        CASE WHEN random() < 0.85 THEN 'completed' ELSE 'failed' END AS outcome,
        1796000000000000000 + t * 10000000000 AS start_ns, 1796000000000000000 + t * 10000000000 + 9000000000 AS end_ns,
        'ok' AS status, 0 AS received_ns

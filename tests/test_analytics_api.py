@@ -1,0 +1,159 @@
+"""Every analytics question through its three doors: the HTTP API (read keys, project isolation, the error shape,
+the OpenAPI schema), the CLI on the file, and the CLI through a running server; all give the library's answer."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from taskcost.analytics import QUESTIONS, Filters
+from taskcost.app import create_app
+from taskcost.settings import Settings
+from taskcost.store import DuckDBStore
+from tests.builders.analytics import Fleet
+from tests.conftest import free_port, run_cli, start_server, stop_server
+
+# what each question needs besides the filters, to be asked at all
+PARAMS: dict[str, dict[str, str]] = {
+    "cost": {"by": "model"},
+    "per-token": {},
+    "cache": {},
+    "canary": {"dimension": "model", "baseline": "cheap-1", "candidate": "pricey-1"},
+    "breakeven": {"gpu_type": "H100", "usd_per_gpu_hour": "2.50", "tokens_per_s": "2000"},
+    "changes": {"since": "2026-11-02T09:30:00", "until": "2026-11-02T10:00:00"},
+}
+
+
+def test_every_question_has_its_parameters_here() -> None:
+    assert set(PARAMS) == set(QUESTIONS)
+
+
+def _fleet(fleet: Fleet, project: str, scale: int) -> None:
+    for i in range(6):
+        t = fleet.task(f"{project}-t{i}", project=project, minute=10 * i, kind="review" if i % 2 else "fix")
+        t.call("cheap-1" if i < 3 else "pricey-1", input_tokens=1000 * scale, output_tokens=100, ttft_s=0.2)
+        t.call("cheap-1" if i < 3 else "pricey-1", input_tokens=1500 * scale, cache_read=500, ttft_s=0.1)
+    fleet.task(f"{project}-failed", project=project, outcome="failed", minute=5).call("cheap-1", status="error")
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "a.duckdb"
+    fleet = Fleet()
+    _fleet(fleet, "p1", 1)
+    _fleet(fleet, "p2", 7)  # another project: bigger prompts, so a leak shows in every figure
+    with DuckDBStore.open(path) as store:
+        fleet.write(store)
+    return path
+
+
+def _library(path: Path, name: str, params: dict[str, str], project: str | None) -> dict[str, Any]:
+    q = QUESTIONS[name]
+    filter_fields = set(Filters.model_fields)
+    filters = Filters.model_validate({k: v for k, v in params.items() if k in filter_fields} | {"project": project})
+    options = q.options.model_validate({k: v for k, v in params.items() if k not in filter_fields})
+    with DuckDBStore.open(path, read_only=True) as store:
+        return q.run(store, filters, options).to_json()
+
+
+@pytest.fixture
+def keyed(db: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    with DuckDBStore.open(db) as store:
+        secrets = {p: store.create_key(p, "read")[1] for p in ("p1", "p2")}
+        app = create_app(Settings(db=db, decode_workers=0), store, dashboards=False)
+        with TestClient(app, raise_server_exceptions=False) as client:
+            yield client, secrets
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+def test_a_read_key_gets_its_projects_answer_and_nothing_else(keyed: Any, db: Path, name: str) -> None:
+    client, secrets = keyed
+    r = client.get(f"/api/analytics/{name}", params=PARAMS[name], headers={"Authorization": f"Bearer {secrets['p1']}"})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["question"] == name and doc["filters"]["project"] == "p1"
+    # asking for another project's rows with p1's key: the key's project wins, never p2's data
+    r2 = client.get(
+        f"/api/analytics/{name}",
+        params={**PARAMS[name], "project": "p2"},
+        headers={"Authorization": f"Bearer {secrets['p1']}"},
+    )
+    assert r2.status_code == 200 and r2.json() == doc
+    other = client.get(
+        f"/api/analytics/{name}", params=PARAMS[name], headers={"Authorization": f"Bearer {secrets['p2']}"}
+    ).json()
+    assert other["filters"]["project"] == "p2"
+    assert json.dumps(other["summary"]) != json.dumps(doc["summary"]) or other["tables"] != doc["tables"]
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+def test_the_http_answer_is_the_librarys(keyed: Any, db: Path, name: str) -> None:
+    client, secrets = keyed
+    r = client.get(f"/api/analytics/{name}", params=PARAMS[name], headers={"Authorization": f"Bearer {secrets['p2']}"})
+    assert r.json() == json.loads(json.dumps(_library(db, name, PARAMS[name], "p2")))
+
+
+def test_without_a_key_or_with_bad_parameters_the_error_shape(keyed: Any) -> None:
+    client, secrets = keyed
+    auth = {"Authorization": f"Bearer {secrets['p1']}"}
+    r = client.get("/api/analytics/cost")
+    assert r.status_code == 401 and set(r.json()) == {"code", "status", "message"}
+    r = client.get("/api/analytics/cost", params={"nonsense": "1"}, headers=auth)
+    assert r.status_code == 422 and "nonsense" in r.json()["message"]
+    r = client.get("/api/analytics/cost", params={"since": "not a time"}, headers=auth)
+    assert r.status_code == 422 and "since" in r.json()["message"]
+    r = client.get("/api/analytics/cost", params={"by": "colour"}, headers=auth)
+    assert r.status_code in (400, 422) and "colour" in r.json()["message"]
+    r = client.get("/api/analytics/canary", params={"dimension": "model"}, headers=auth)
+    assert r.status_code in (400, 422), r.text
+
+
+def test_the_openapi_schema_documents_every_question_and_its_parameters(keyed: Any) -> None:
+    client, secrets = keyed
+    schema = client.get("/openapi.json", headers={"Authorization": f"Bearer {secrets['p1']}"}).json()
+    for name, q in QUESTIONS.items():
+        op = schema["paths"][f"/api/analytics/{name}"]["get"]
+        names = {p["name"] for p in op["parameters"]}
+        assert set(Filters.model_fields) <= names and set(q.options.model_fields) <= names, name
+        assert all(p.get("description") for p in op["parameters"]), name
+        assert "200" in op["responses"] and "400" in op["responses"]
+
+
+def test_the_cli_on_the_file_prints_the_librarys_answer_as_json_csv_and_tables(db: Path) -> None:
+    doc = json.loads(run_cli("cost", "--db", str(db), "--by", "model", "--project", "p1", "--format", "json").stdout)
+    assert doc == json.loads(json.dumps(_library(db, "cost", {"by": "model"}, "p1")))
+    first = next(iter(doc["tables"]))
+    rows = list(csv.reader(io.StringIO(run_cli("cost", "--db", str(db), "--by", "model", "--format", "csv").stdout)))
+    assert rows[0] == doc["tables"][first]["columns"]
+    text = run_cli("cost", "--db", str(db), "--by", "model", "--project", "p1").stdout
+    money = [v for k, v in doc["summary"].items() if k.endswith("_usd") and v is not None]
+    assert money and all(f"${Decimal(v):,.6f}" in text for v in money[:3]), text
+
+
+def test_cli_usage_errors_exit_2(db: Path) -> None:
+    assert run_cli("cost", "--db", str(db), "--by", "colour", check=False).returncode == 2
+    assert run_cli("cost", "--db", str(db), "--since", "yesterday-ish", check=False).returncode == 2
+    assert run_cli("cost", "--db", str(db), "--table", "nope", check=False).returncode == 2
+    assert run_cli("canary", "--db", str(db), "--dimension", "model", check=False).returncode == 2
+
+
+def test_the_cli_asks_the_running_server_that_owns_the_file(db: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy.duckdb"  # the library's answer from a copy: the server holds the original
+    shutil.copy(db, copy)
+    server = start_server(db, free_port(), tmp_path / "server.log")
+    try:
+        for name in ("cost", "per-token"):
+            args = [f"--{k.replace('_', '-')}={v}" for k, v in PARAMS[name].items()]
+            doc = json.loads(run_cli(name, "--db", str(db), *args, "--format", "json").stdout)
+            assert doc == json.loads(json.dumps(_library(copy, name, PARAMS[name], None))), name
+    finally:
+        stop_server(server)
