@@ -22,6 +22,9 @@ from taskcost.store import QueryResult, Store
 __all__ = ["create_app"]
 
 
+_DASHBOARD_CHALLENGE = 'Basic realm="taskcost dashboards: a read key as the password", charset="UTF-8"'
+
+
 class _ReadKeyGate:
     """ASGI wrapper for the dashboards: a read key is required once auth is on, and the caller's project travels
     to the Dash callbacks in the ASGI scope (``CALLER_PROJECT``), where no client can put anything."""
@@ -39,9 +42,15 @@ class _ReadKeyGate:
         try:
             caller = authenticate(self.store, headers, "read", self.admin_token)
         except ApiError as exc:
-            await JSONResponse(error_body(exc.status, exc.message), exc.status, headers=exc.headers)(
-                scope, receive, send
+            # A browser offers its password prompt only for the first scheme of a challenge it can answer, and
+            # Chromium reads only the first one: the pages ask for Basic alone (any user name, the key as password).
+            challenge = dict(exc.headers or {})
+            if exc.status == 401:
+                challenge["WWW-Authenticate"] = _DASHBOARD_CHALLENGE
+            message = exc.message + (
+                " (in a browser: any user name, the read key as the password)" if exc.status == 401 else ""
             )
+            await JSONResponse(error_body(exc.status, message), exc.status, headers=challenge)(scope, receive, send)
             return
         await self.app({**scope, CALLER_PROJECT: caller.project}, receive, send)
 

@@ -86,7 +86,14 @@ def test_dashboards_need_a_read_key_and_show_its_project_only(app_client: TestCl
     _, ingest_a = store.create_key("alpha", "ingest")
     _, read_b = store.create_key("beta", "read")
     assert _send(app_client, _bearer(ingest_a)) == 200
-    assert app_client.get("/dash/").status_code == 401
+    refused = app_client.get("/dash/")
+    assert refused.status_code == 401
+    # one scheme, Basic: Chromium reads only the first scheme of a challenge, and a Bearer-first one never prompts
+    assert refused.headers["WWW-Authenticate"].startswith("Basic ")
+    assert (
+        "," not in refused.headers["WWW-Authenticate"].split('"')[0]
+        and "Bearer" not in refused.headers["WWW-Authenticate"]
+    )
     basic = {"Authorization": "Basic " + base64.b64encode(f"u:{read_b}".encode()).decode()}
     assert app_client.get("/dash/", headers=basic).status_code == 200
     payload = OVERVIEW_UPDATE
