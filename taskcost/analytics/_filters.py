@@ -6,7 +6,8 @@ Two kinds of dimension (docs/analytics.md, "Which tasks and calls a filter selec
   task's start, ``golden``): a task is in or out;
 - call dimensions (``model``, ``provider``, ``engine``, ``engine_version``, ``quantization``, ``gpu_type``,
   ``cluster``, ``deployment``): a *call* is in or out by its own value; a *task* takes the value its calls share,
-  or ``mixed`` when they disagree (a task whose calls all lack the value has none).
+  or ``mixed`` when they disagree (a task whose calls all lack the value has none): the ``tasks`` view carries
+  those values, kept by the roll-up, so selecting tasks by a call dimension never groups the calls.
 
 The SQL is plain aggregates over the public views, with positional ``?`` parameters, so that another store can run
 it (any dialect difference lives in ``_dialect.py``).
@@ -144,31 +145,16 @@ def _task_conditions(filters: Filters, alias: str) -> list[Sql]:
     return conds
 
 
-def shared_value(column: str, name: str) -> str:
-    """SQL for a task's value of a call dimension: the one its calls share, ``mixed`` when they disagree."""
-    return (
-        f"CASE WHEN min({column}) = max({column}) THEN min({column}) "
-        f"WHEN min({column}) IS NULL THEN NULL ELSE '{MIXED}' END AS {name}"
-    )
-
-
 def task_scope(filters: Filters, dimensions: Sequence[str] = (), name: str = "scoped_tasks") -> Sql:
-    """A CTE (``<name> AS (...)``, no ``WITH``) of the selected tasks: every column of ``tasks``, plus one column per
-    call dimension in ``dimensions`` or in the filters, holding the task's shared value (``mixed`` when its calls
-    disagree; NULL when they have none). Tasks still running (no outcome) are included: a question that counts
-    per-task figures leaves them out itself and says how many there were."""
-    call_dims = [d for d in CALL_DIMENSIONS if d in dimensions or d in filters.call_values()]
+    """A CTE (``<name> AS (...)``, no ``WITH``) of the selected tasks: every column of ``tasks``, which holds each
+    call dimension as the value the task's calls share (``mixed`` when they disagree; NULL when they have none),
+    plus a ``cluster`` column (the dimension's name for ``cluster_id``). ``dimensions``: kept for callers that
+    name what they group by (every dimension is a column already). Tasks still running (no outcome) are included:
+    a question that counts per-task figures leaves them out itself and says how many there were."""
+    del dimensions
     conds = _task_conditions(filters, "t")
-    if not call_dims:
-        body = Sql("SELECT t.* FROM tasks AS t WHERE ") + _where(conds)
-        return Sql(f"{name} AS (") + body + Sql(")")
-    shared = ", ".join(shared_value(CALL_DIMENSIONS[d], d) for d in call_dims)
-    project = [Sql("project = ?", [filters.project])] if filters.project is not None else []
-    per_task = Sql(f"SELECT project, task_id, {shared} FROM llm_calls WHERE ") + _where(project)
-    per_task += Sql(" GROUP BY project, task_id")
-    conds += [Sql(f"d.{dim} = ?", [v]) for dim, v in filters.call_values().items()]
-    body = Sql(f"SELECT t.*, {', '.join('d.' + d for d in call_dims)} FROM tasks AS t LEFT JOIN (")
-    body += per_task + Sql(") AS d USING (project, task_id) WHERE ") + _where(conds)
+    conds += [Sql(f"t.{CALL_DIMENSIONS[d]} = ?", [v]) for d, v in filters.call_values().items()]
+    body = Sql("SELECT t.*, t.cluster_id AS cluster FROM tasks AS t WHERE ") + _where(conds)
     return Sql(f"{name} AS (") + body + Sql(")")
 
 

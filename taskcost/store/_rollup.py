@@ -25,6 +25,7 @@ import duckdb
 
 from taskcost.store import _dedupe
 from taskcost.store._dedupe import RESPONSE_KEY
+from taskcost.store._migrations import TASK_DIMENSIONS_0010
 from taskcost.store._sql import count
 
 __all__ = [
@@ -67,7 +68,8 @@ _CALLS = """
         sum(reasoning_tokens)::BIGINT AS reasoning_tokens,
         min(start_ns) AS call_start_ns,
         max(end_ns) AS call_end_ns,
-        coalesce(sum(cost_usd), 0)::DECIMAL(38, 12) AS llm_cost_usd
+        coalesce(sum(cost_usd), 0)::DECIMAL(38, 12) AS llm_cost_usd,
+        {dims}
     FROM {src} GROUP BY project, task_id"""
 _TASKS = """
     SELECT project, task_id,
@@ -88,6 +90,9 @@ _TOOLS = """
         coalesce(sum(cost_usd), 0)::DECIMAL(38, 12) AS tool_cost_usd
     FROM {src} GROUP BY project, task_id"""
 
+# the task's call dimensions, as min and max per dimension (tasks shows the shared value, or 'mixed')
+_DIMS = tuple(TASK_DIMENSIONS_0010)
+_DIM_AGGREGATES = ", ".join(f"min({e}) AS {d}_min, max({e}) AS {d}_max" for d, e in TASK_DIMENSIONS_0010.items())
 _FIRST = ("kind", "harness_version", "agent_name", "agent_version", "conversation_id", "service_name")
 _TASK_COLS = (*_FIRST, "outcome", "task_start_ns", "task_end_ns")
 _CALL_COUNTS = ("attempts", "failed_attempts", "priced_calls")
@@ -103,7 +108,7 @@ def _per_task(calls: str | None, tasks: str | None, tools: str | None) -> str | 
     """A SELECT of task_rollup_delta rows (every column) from the given row sources (``calls``: the rows
     that count, no duplicates); None when none is given."""
     given = (("t", _TASKS, tasks), ("c", _CALLS, calls), ("tl", _TOOLS, tools))
-    parts = [(name, sql.format(src=src)) for name, sql, src in given if src]
+    parts = [(name, sql.format(src=src, dims=_DIM_AGGREGATES)) for name, sql, src in given if src]
     if not parts:
         return None
     first, *rest = (name for name, _ in parts)
@@ -117,6 +122,7 @@ def _per_task(calls: str | None, tasks: str | None, tools: str | None) -> str | 
     cols += [f"coalesce(tl.{x}, 0) AS {x}" if tl else f"0 AS {x}" for x in _TOOL_COUNTS]
     cols.append("coalesce(c.llm_cost_usd, 0)::DECIMAL(38, 12) AS llm_cost_usd" if c else "0 AS llm_cost_usd")
     cols.append("coalesce(tl.tool_cost_usd, 0)::DECIMAL(38, 12) AS tool_cost_usd" if tl else "0 AS tool_cost_usd")
+    cols += [f"c.{d}_{m}" if c else f"NULL::VARCHAR AS {d}_{m}" for d in _DIMS for m in ("min", "max")]
     ctes = ", ".join(f"{name} AS ({sql})" for name, sql in parts)
     return f"WITH {ctes} SELECT {', '.join(cols)} FROM {joined}"
 
@@ -181,8 +187,9 @@ _DELTA = (
     + ", ".join(f"sum({c})::BIGINT AS {c}" for c in (*_CALL_COUNTS, *_TOOL_COUNTS, *_CALL_SUMS))
     + ", "
     + ", ".join(f"sum({c}) AS {c}" for c in _MONEY)
-    + ", min(call_start_ns) AS call_start_ns, max(call_end_ns) AS call_end_ns "
-    "FROM task_rollup_delta GROUP BY tk"
+    + ", min(call_start_ns) AS call_start_ns, max(call_end_ns) AS call_end_ns, "
+    + ", ".join(f"min({d}_min) AS {d}_min, max({d}_max) AS {d}_max" for d in _DIMS)
+    + " FROM task_rollup_delta GROUP BY tk"
 )
 # How a task's stored row (b) takes its delta (d): as the tasks view merges them.
 _MERGE = ", ".join(
@@ -199,6 +206,7 @@ _MERGE = ", ".join(
     ]
     + [f"{c} = b.{c} + d.{c}" for c in _ADDED]
     + [f"{c} = coalesce(b.{c} + d.{c}, b.{c}, d.{c})" for c in _CALL_SUMS]
+    + [f"{d}_min = least(b.{d}_min, d.{d}_min), {d}_max = greatest(b.{d}_max, d.{d}_max)" for d in _DIMS]
 )
 _FOLD = "_taskcost_fold"
 

@@ -48,7 +48,16 @@ WITH calls AS (
         sum(cost_usd) AS llm_cost_usd,
         count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_calls,
         make_timestamp(min(start_ns) // 1000) AS c_start_time,
-        make_timestamp(max(end_ns) // 1000) AS c_end_time
+        make_timestamp(max(end_ns) // 1000) AS c_end_time,
+        count(DISTINCT coalesce(response_model, request_model)) AS n_model,
+        min(coalesce(response_model, request_model)) AS model,
+        count(DISTINCT provider) AS n_provider, min(provider) AS provider,
+        count(DISTINCT engine) AS n_engine, min(engine) AS engine,
+        count(DISTINCT engine_version) AS n_engine_version, min(engine_version) AS engine_version,
+        count(DISTINCT quantization) AS n_quantization, min(quantization) AS quantization,
+        count(DISTINCT gpu_type) AS n_gpu_type, min(gpu_type) AS gpu_type,
+        count(DISTINCT cluster_id) AS n_cluster_id, min(cluster_id) AS cluster_id,
+        count(DISTINCT deployment) AS n_deployment, min(deployment) AS deployment
     FROM calls GROUP BY project, task_id
 ), tl AS (
     SELECT project, task_id, count(*) AS tool_calls, sum(cost_usd) AS tool_cost_usd
@@ -71,7 +80,15 @@ SELECT
          ELSE coalesce(c.llm_cost_usd, 0) + coalesce(tl.tool_cost_usd, 0) END AS cost_usd,
     coalesce(c.unpriced_calls, 0) AS unpriced_calls,
     t.harness_version, t.agent_name, t.agent_version, t.conversation_id, t.service_name,
-    coalesce(t.golden, FALSE) AS golden
+    coalesce(t.golden, FALSE) AS golden,
+    CASE WHEN c.n_model > 1 THEN 'mixed' ELSE c.model END AS model,
+    CASE WHEN c.n_provider > 1 THEN 'mixed' ELSE c.provider END AS provider,
+    CASE WHEN c.n_engine > 1 THEN 'mixed' ELSE c.engine END AS engine,
+    CASE WHEN c.n_engine_version > 1 THEN 'mixed' ELSE c.engine_version END AS engine_version,
+    CASE WHEN c.n_quantization > 1 THEN 'mixed' ELSE c.quantization END AS quantization,
+    CASE WHEN c.n_gpu_type > 1 THEN 'mixed' ELSE c.gpu_type END AS gpu_type,
+    CASE WHEN c.n_cluster_id > 1 THEN 'mixed' ELSE c.cluster_id END AS cluster_id,
+    CASE WHEN c.n_deployment > 1 THEN 'mixed' ELSE c.deployment END AS deployment
 FROM t FULL OUTER JOIN c USING (project, task_id) FULL OUTER JOIN tl USING (project, task_id)
 ORDER BY project, task_id
 """
