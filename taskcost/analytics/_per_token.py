@@ -1,19 +1,444 @@
-"""Per token vs per task, by model: the ranking flip. (Being built: see docs/analytics.md.)"""
+"""Per token vs per task, by model: the ranking flip.
+
+A model's price list says what a token costs; what a team pays for is finished work. A model that is cheap per token
+but needs many attempts, or fails tasks that must then be paid for anyway, can be the expensive one per completed
+task. This question ranks each model (or provider, or engine) both ways and names where the two rankings disagree.
+
+Definitions (docs/analytics.md, "Per token vs per task"):
+
+- blended $/1M tokens = spend of the group's priced call attempts / (their input + output tokens) x 1e6, input
+  inclusive of cache reads and writes. Unpriced attempts are in neither side (their count and tokens are beside it).
+- per task, over the tasks whose calls all share the group's value (``task_scope``): $/completed task = spend of the
+  finished tasks (LLM + tools; failed and abandoned ones too) / completed tasks; success rate = completed / finished;
+  attempts per completed task = call attempts of the finished tasks / completed tasks. Tasks whose calls disagree are
+  ``mixed``: one row, never ranked (their calls still count per token, in each group's own row).
+- rank 1 is the cheapest on each measure (ties share the lower rank); rank change = per-task rank - per-token rank,
+  over the groups that can be ranked both ways.
+
+Two queries: the call aggregates (one pass over the selected calls), and one row per selected task with its group's
+value. The task rows are needed for the interval of $/completed task (resampling tasks) anyway, so the per-task sums
+are taken from them in polars (exact Decimal128 sums) rather than by evaluating the task scope a second time.
+"""
 
 from __future__ import annotations
 
-from taskcost.analytics._answer import Answer
-from taskcost.analytics._filters import Filters
-from taskcost.analytics._question import NoOptions, Question
+import math
+import warnings
+from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
+from typing import Any, ClassVar, Literal
+
+import polars as pl
+from pydantic import Field
+from scipy import stats
+
+from taskcost.analytics._answer import Answer, Table, frame
+from taskcost.analytics._filters import CALL_DIMENSIONS, MIXED, Filters, Sql, call_scope, task_scope
+from taskcost.analytics._question import Options, Question
+from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, wilson_ci
 from taskcost.store import ReadStore
 
-__all__ = ["QUESTION"]
+__all__ = ["QUESTION", "PerTokenAnswer", "PerTokenOptions", "per_token"]
+
+MAX_TASKS = 20_000_000
+"""At most this many selected tasks are read back (one small row each); more is an error, never a shorter answer."""
+
+_MICRO = Decimal("0.000001")
+_MONEY = pl.Decimal(38, 12)
+_RATIO = pl.Decimal(38, 6)
 
 
-def _run(store: ReadStore, filters: Filters, options: NoOptions) -> Answer:
-    raise NotImplementedError("per-token")
+class PerTokenOptions(Options):
+    by: Literal["model", "provider", "engine"] = Field(
+        "model", description="What to rank: each model, provider or inference engine."
+    )
+    confidence: float = Field(
+        0.95, gt=0, lt=1, description="Confidence level of the interval of $/completed task (and of the success rate)."
+    )
+    min_completed: int = Field(
+        1, ge=1, description="Rank only groups with at least this many completed tasks (the others are listed)."
+    )
+
+
+@dataclass(frozen=True)
+class PerTokenAnswer(Answer):
+    """Each group's blended $/1M tokens and $/completed task, both rankings and the change; ``headline`` names the
+    flips in words, ``flips`` lists them (largest change first; ``clear``: the group's $/completed task interval
+    overlaps none of the groups it changed places with, so the flip is not noise)."""
+
+    question: ClassVar[str] = "per-token"
+    by: str
+    ranking: pl.DataFrame
+    detail: pl.DataFrame
+    headline: str
+    flips: list[dict[str, Any]]
+    totals: dict[str, Any]
+
+    def summary(self) -> dict[str, Any]:
+        ranked = self.ranking.filter(pl.col("per_token_rank").is_not_null())
+
+        def cheapest(rank: str) -> Any:
+            first = ranked.filter(pl.col(rank) == 1).sort(self.by)
+            return first[self.by][0] if first.height else None
+
+        return {
+            "by": self.by,
+            "headline": self.headline,
+            "ranked_groups": ranked.height,
+            "cheapest_per_token": cheapest("per_token_rank"),
+            "cheapest_per_completed_task": cheapest("per_task_rank"),
+            "rank_changes": len(self.flips),
+            **self.totals,
+            "flips": self.flips,
+        }
+
+    def tables(self) -> list[Table]:
+        return [
+            Table("ranking", f"Per token vs per completed task, by {self.by}", self.ranking),
+            Table("detail", f"Counts, tokens, spend and intervals, by {self.by}", self.detail),
+        ]
+
+
+# -- SQL ------------------------------------------------------------------------------------------------------------
+_CALLS = """
+SELECT {col} AS value,
+       CASE WHEN cost_usd IS NULL THEN 1 ELSE 0 END AS unpriced,
+       count(*) AS attempts,
+       sum(cost_usd) AS spend_usd,
+       CAST(coalesce(sum(input_tokens), 0) AS BIGINT) AS input_tokens,
+       CAST(coalesce(sum(output_tokens), 0) AS BIGINT) AS output_tokens
+FROM scoped_calls
+GROUP BY {col}, CASE WHEN cost_usd IS NULL THEN 1 ELSE 0 END
+"""
+
+_TASKS = """
+SELECT {dim} AS value,
+       CASE WHEN outcome IS NULL THEN 0 ELSE 1 END AS finished,
+       CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END AS completed,
+       cost_usd, tool_cost_usd,
+       CAST(attempts AS BIGINT) AS attempts,
+       CAST(unpriced_calls AS BIGINT) AS unpriced_calls
+FROM scoped_tasks
+"""
+
+
+def _call_groups(store: ReadStore, filters: Filters, by: str) -> pl.DataFrame:
+    """Per group: call attempts, priced ones, their spend and tokens, and the unpriced ones' tokens. The SQL groups by
+    (value, priced or not), plain sums being cheaper than a conditional sum per column; the two rows of a group are
+    put side by side here."""
+    sql = Sql("WITH ") + call_scope(filters) + Sql(_CALLS.format(col=CALL_DIMENSIONS[by]))
+    priced, unpriced = pl.col("unpriced") == 0, pl.col("unpriced") == 1
+    return (
+        frame(store, sql, filters)
+        .group_by("value")
+        .agg(
+            call_attempts=pl.col("attempts").sum().cast(pl.Int64),
+            priced_attempts=pl.col("attempts").filter(priced).sum().cast(pl.Int64),
+            call_spend_usd=pl.col("spend_usd").filter(priced).first().cast(_MONEY),
+            priced_input_tokens=pl.col("input_tokens").filter(priced).sum().cast(pl.Int64),
+            priced_output_tokens=pl.col("output_tokens").filter(priced).sum().cast(pl.Int64),
+            unpriced_input_tokens=pl.col("input_tokens").filter(unpriced).sum().cast(pl.Int64),
+            unpriced_output_tokens=pl.col("output_tokens").filter(unpriced).sum().cast(pl.Int64),
+        )
+    )
+
+
+def _task_rows(store: ReadStore, filters: Filters, by: str) -> pl.DataFrame:
+    sql = Sql("WITH ") + task_scope(filters, dimensions=(by,)) + Sql(_TASKS.format(dim=by))
+    return frame(store, sql, filters, max_rows=MAX_TASKS)
+
+
+def _task_groups(rows: pl.DataFrame) -> pl.DataFrame:
+    """Per group: task counts and the finished tasks' spend (exact Decimal sums), attempts and unpriced attempts."""
+    fin = pl.col("finished") == 1
+
+    def money(column: str) -> pl.Expr:  # NULL (not $0) when no finished task of the group has a priced amount
+        return (
+            pl.when(pl.col(column).filter(fin).count() > 0)
+            .then(pl.col(column).filter(fin).sum())
+            .otherwise(None)
+            .cast(_MONEY)
+        )
+
+    return rows.group_by("value").agg(
+        tasks=pl.len().cast(pl.Int64),
+        finished_tasks=pl.col("finished").sum().cast(pl.Int64),
+        completed_tasks=pl.col("completed").sum().cast(pl.Int64),
+        task_spend_usd=money("cost_usd"),
+        tool_spend_usd=money("tool_cost_usd"),
+        task_attempts=pl.col("attempts").filter(fin).sum().cast(pl.Int64),
+        task_unpriced_attempts=pl.col("unpriced_calls").filter(fin).sum().cast(pl.Int64),
+    )
+
+
+def _intervals(rows: pl.DataFrame, confidence: float) -> dict[Any, Interval]:
+    """The interval of $/completed task of each group: ``ratio_ci`` over its finished tasks (spend, completed)."""
+    finished = rows.filter(pl.col("finished") == 1)
+    out: dict[Any, Interval] = {}
+    with warnings.catch_warnings():
+        # a resample without a completed task has no ratio (NaN), and then neither has the interval: reported as
+        # "none" below, so scipy's warning about it is noise here
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        for key, part in finished.partition_by("value", as_dict=True, maintain_order=False).items():
+            out[key[0]] = ratio_ci(micro_usd(part["cost_usd"]), part["completed"].to_numpy(), confidence)
+    return out
+
+
+def _ratio(numerator: Decimal | None, denominator: int, scale: int = 1) -> Decimal | None:
+    """``numerator * scale / denominator`` in Decimal, to micro-dollars (None without a numerator or denominator)."""
+    if numerator is None or not denominator:
+        return None
+    with localcontext() as ctx:
+        ctx.prec = 60
+        return (Decimal(numerator) * scale / denominator).quantize(_MICRO, rounding=ROUND_HALF_EVEN)
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _unranked_because(row: dict[str, Any], by: str, min_completed: int) -> str | None:
+    """Why a group is listed but not ranked (None: it is ranked both ways)."""
+    if row["value"] is None:
+        return f"no {by}"
+    if row["value"] == MIXED:
+        return f"tasks using several {by}s"
+    if row["per_mtok_usd"] is None:
+        return "no priced calls"
+    if not row["tasks"]:
+        return f"no task used only this {by}"
+    if row["completed_tasks"] < min_completed:
+        return f"fewer than {min_completed} completed tasks"
+    if row["per_completed_task_usd"] is None:
+        return "no priced task spend"
+    return None
+
+
+def _groups(
+    calls: pl.DataFrame, tasks: pl.DataFrame, intervals: dict[Any, Interval], options: PerTokenOptions
+) -> pl.DataFrame:
+    """One row per group (calls and tasks joined on the value), with the ratios in Decimal. Python runs over the
+    groups here (a few rows), never over calls or tasks."""
+    joined = calls.join(tasks, on="value", how="full", nulls_equal=True, coalesce=True)
+    out = []
+    for r in joined.iter_rows(named=True):
+        r = {k: (0 if v is None and k.endswith(("attempts", "tokens", "tasks")) else v) for k, v in r.items()}
+        tokens = r["priced_input_tokens"] + r["priced_output_tokens"]
+        ci = intervals.get(r["value"], Interval.none())
+        low, high = ci.usd()
+        rate = wilson_ci(r["completed_tasks"], r["finished_tasks"], options.confidence)
+        finished = r["finished_tasks"]
+        row = {
+            **r,
+            "per_mtok_usd": _ratio(r["call_spend_usd"], tokens, 1_000_000),
+            "per_completed_task_usd": _ratio(r["task_spend_usd"], r["completed_tasks"]),
+            "per_completed_task_low_usd": low,
+            "per_completed_task_high_usd": high,
+            "ci_method": ci.method if (low, high) != (None, None) else "none",
+            "success_rate": r["completed_tasks"] / finished if finished else None,
+            "success_rate_low": _finite(rate.low),
+            "success_rate_high": _finite(rate.high),
+            "attempts_per_completed_task": r["task_attempts"] / r["completed_tasks"] if r["completed_tasks"] else None,
+            "running_tasks": r["tasks"] - finished,
+        }
+        row["unranked_because"] = _unranked_because(row, options.by, options.min_completed)
+        out.append(row)
+    schema: dict[str, Any] = {
+        "value": pl.String,
+        **dict.fromkeys(["call_attempts", "priced_attempts", "priced_input_tokens", "priced_output_tokens"], pl.Int64),
+        **dict.fromkeys(["unpriced_input_tokens", "unpriced_output_tokens", "tasks", "finished_tasks"], pl.Int64),
+        **dict.fromkeys(["completed_tasks", "running_tasks", "task_attempts", "task_unpriced_attempts"], pl.Int64),
+        **dict.fromkeys(["call_spend_usd", "task_spend_usd", "tool_spend_usd"], _MONEY),
+        **dict.fromkeys(["per_mtok_usd", "per_completed_task_usd"], _RATIO),
+        **dict.fromkeys(["per_completed_task_low_usd", "per_completed_task_high_usd"], _RATIO),
+        "ci_method": pl.String,
+        **dict.fromkeys(["success_rate", "success_rate_low", "success_rate_high"], pl.Float64),
+        "attempts_per_completed_task": pl.Float64,
+        "unranked_because": pl.String,
+    }
+    df = pl.DataFrame([{k: row[k] for k in schema} for row in out], schema=schema)
+    ok = pl.col("unranked_because").is_null()
+    return df.with_columns(
+        per_token_rank=pl.when(ok).then(pl.col("per_mtok_usd")).rank("min").cast(pl.Int64),
+        per_task_rank=pl.when(ok).then(pl.col("per_completed_task_usd")).rank("min").cast(pl.Int64),
+    ).with_columns(
+        rank_change=pl.col("per_task_rank") - pl.col("per_token_rank"),
+        unpriced_attempts=pl.col("call_attempts") - pl.col("priced_attempts"),
+    )
+
+
+def _place(rank: int, last: int, measure: str) -> str:
+    if rank == 1:
+        return f"the cheapest {measure} (rank 1)"
+    if rank == last:
+        return f"the most expensive {measure} (rank {rank})"
+    return f"rank {rank} of {last} {measure}"
+
+
+def _clear(group: dict[str, Any], ranked: list[dict[str, Any]]) -> bool | None:
+    """Whether a group's $/completed task interval is clear of the interval of every group it changed places with
+    (cheaper per token but dearer per task, or the reverse): False when one overlaps (the flip may be noise), None
+    when an interval is missing (too few tasks)."""
+    lo, hi = "per_completed_task_low_usd", "per_completed_task_high_usd"
+    partners = [
+        o
+        for o in ranked
+        if (o["per_token_rank"] - group["per_token_rank"]) * (o["per_task_rank"] - group["per_task_rank"]) < 0
+    ]
+    if any(g[lo] is None or g[hi] is None for g in (group, *partners)):
+        return None
+    return all(group[hi] < o[lo] or o[hi] < group[lo] for o in partners)
+
+
+def _flips(groups: pl.DataFrame, by: str) -> tuple[str, list[dict[str, Any]]]:
+    """The rank changes in words, largest first, and the headline sentence."""
+    ranked = groups.filter(pl.col("per_token_rank").is_not_null())
+    if ranked.height == 0:
+        return f"no {by} can be ranked both per token and per completed task (see unranked_because)", []
+    if ranked.height == 1:
+        return f"only {ranked['value'][0]} can be ranked both ways: nothing to compare it with", []
+    last_token = ranked.select(pl.col("per_token_rank").max()).item()
+    last_task = ranked.select(pl.col("per_task_rank").max()).item()
+    changed = ranked.filter(pl.col("rank_change") != 0).sort(
+        [pl.col("rank_change").abs(), "per_token_rank", "value"], descending=[True, False, False]
+    )
+    rows = list(ranked.iter_rows(named=True))  # the ranked groups: a few rows
+    flips = []
+    for r in changed.iter_rows(named=True):
+        sentence = (
+            f"{r['value']} is {_place(r['per_token_rank'], last_token, 'per token')} "
+            f"but {_place(r['per_task_rank'], last_task, 'per completed task')}"
+        )
+        clear = _clear(r, rows)
+        if clear is False:
+            sentence += " (the $/completed task intervals overlap: this may be noise)"
+        flips.append(
+            {
+                by: r["value"],
+                "per_token_rank": r["per_token_rank"],
+                "per_task_rank": r["per_task_rank"],
+                "rank_change": r["rank_change"],
+                "clear": clear,
+                "sentence": sentence,
+            }
+        )
+    if not flips:
+        first = ranked.sort("per_token_rank", "value")["value"][0]
+        return f"the rankings agree: {first} is the cheapest both per token and per completed task", []
+    headline = "; ".join(f["sentence"] for f in flips[:3])
+    if len(flips) > 3:
+        headline += f" (and {len(flips) - 3} more rank changes)"
+    return headline, flips
+
+
+def _notes(groups: pl.DataFrame, options: PerTokenOptions) -> list[str]:
+    by = options.by
+    notes = []
+    calls, unpriced = int(groups["call_attempts"].sum()), int(groups["unpriced_attempts"].sum())
+    if unpriced:
+        notes.append(
+            f"{unpriced:,} of {calls:,} call attempts are unpriced: left out of the spend and of the tokens of "
+            "$/1M tokens alike (unpriced_attempts in each row)"
+        )
+    task_unpriced = int(groups["task_unpriced_attempts"].sum())
+    if task_unpriced:
+        notes.append(
+            f"{task_unpriced:,} call attempts of finished tasks are unpriced: not in the spend of $/completed task "
+            "(task_unpriced_attempts in each row)"
+        )
+    running = int(groups["running_tasks"].sum())
+    if running:
+        notes.append(f"{running:,} task(s) still running: left out of the per-task figures")
+    mixed = groups.filter(pl.col("value") == MIXED)
+    if mixed.height and mixed["tasks"][0]:
+        notes.append(
+            f"{mixed['tasks'][0]:,} tasks used more than one {by}: shown as '{MIXED}', not ranked (their calls still "
+            f"count per token in each {by}'s row)"
+        )
+    if groups.filter(pl.col("value").is_null()).height:
+        notes.append(f"calls and tasks with no {by} are listed as an empty {by}, not ranked")
+    few = groups.filter(pl.col("unranked_because") == f"fewer than {options.min_completed} completed tasks").height
+    if few:
+        notes.append(f"{few} {by}(s) with fewer than {options.min_completed} completed tasks are listed but not ranked")
+    notes.append(
+        f"$/completed task interval: {options.confidence:.0%}, resampling finished tasks (seeded bootstrap up to "
+        f"{BOOTSTRAP_MAX_UNITS:,} tasks, delta method above)"
+    )
+    return notes
+
+
+_RANKING = [
+    "per_token_rank",
+    "per_task_rank",
+    "rank_change",
+    "per_mtok_usd",
+    "unpriced_attempts",
+    "per_completed_task_usd",
+    "per_completed_task_low_usd",
+    "per_completed_task_high_usd",
+    "task_unpriced_attempts",
+    "success_rate",
+    "attempts_per_completed_task",
+    "completed_tasks",
+    "unranked_because",
+]
+_DETAIL = [
+    "call_attempts",
+    "unpriced_attempts",
+    "priced_input_tokens",
+    "priced_output_tokens",
+    "unpriced_input_tokens",
+    "unpriced_output_tokens",
+    "call_spend_usd",
+    "tasks",
+    "running_tasks",
+    "finished_tasks",
+    "completed_tasks",
+    "task_spend_usd",
+    "tool_spend_usd",
+    "task_attempts",
+    "task_unpriced_attempts",
+    "success_rate_low",
+    "success_rate_high",
+    "ci_method",
+]
+
+
+def per_token(store: ReadStore, filters: Filters, options: PerTokenOptions) -> PerTokenAnswer:
+    """Each ``options.by`` group's blended $/1M tokens and $/completed task, ranked both ways, with the flips named."""
+    by = options.by
+    rows = _task_rows(store, filters, by)
+    groups = _groups(
+        _call_groups(store, filters, by), _task_groups(rows), _intervals(rows, options.confidence), options
+    )
+    groups = groups.sort(
+        [pl.col("per_token_rank").is_null(), "per_token_rank", "per_task_rank", pl.col("value") == MIXED, "value"],
+        nulls_last=True,
+    )
+    headline, flips = _flips(groups, by)
+    finished = groups["finished_tasks"].sum()
+    totals = {
+        "call_attempts": int(groups["call_attempts"].sum()),
+        "unpriced_attempts": int(groups["unpriced_attempts"].sum()),
+        "finished_tasks": int(finished),
+        "completed_tasks": int(groups["completed_tasks"].sum()),
+        "running_tasks": int(groups["running_tasks"].sum()),
+        "mixed_tasks": int(groups.filter(pl.col("value") == MIXED)["tasks"].sum()),
+        "task_unpriced_attempts": int(groups["task_unpriced_attempts"].sum()),
+    }
+    named = groups.rename({"value": by})
+    return PerTokenAnswer(
+        filters,
+        by=by,
+        ranking=named.select(by, *_RANKING),
+        detail=named.select(by, *_DETAIL),
+        headline=headline,
+        flips=flips,
+        totals=totals,
+        notes=_notes(groups, options),
+    )
 
 
 QUESTION = Question(
-    name="per-token", help="per token vs per task, by model: the ranking flip", run=_run, options=NoOptions
+    name="per-token", help="per token vs per task, by model: the ranking flip", run=per_token, options=PerTokenOptions
 )

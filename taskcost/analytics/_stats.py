@@ -65,23 +65,33 @@ def usd_from_micro(value: float) -> Decimal | None:
 def ratio_ci(numerator: np.ndarray, denominator: np.ndarray, confidence: float = 0.95) -> Interval:
     """Interval of ``sum(numerator) / sum(denominator)`` over units (e.g. spend over completed tasks, one entry per
     task): a seeded percentile bootstrap resampling units when there are at most ``BOOTSTRAP_MAX_UNITS``, else the
-    delta method. "none" when there are fewer than 2 units or the denominator sums to 0."""
+    delta method. "none" when there are fewer than 2 units or the denominator sums to 0. The upper end is +inf
+    when too many resamples drew no unit of the denominator (few completed tasks): the data bound it from below
+    only."""
     num = np.asarray(numerator, dtype=np.float64)
     den = np.asarray(denominator, dtype=np.float64)
     n = len(num)
     if n < 2 or den.sum() <= 0:
         return Interval.none()
     if n <= BOOTSTRAP_MAX_UNITS:
-        res = stats.bootstrap(
-            (num, den),
-            lambda x, y, axis: x.sum(axis=axis) / np.where(y.sum(axis=axis) > 0, y.sum(axis=axis), np.nan),
-            paired=True,
-            vectorized=True,
-            n_resamples=BOOTSTRAP_RESAMPLES,
-            confidence_level=confidence,
-            method="percentile",
-            random_state=np.random.default_rng(SEED),
-        )
+
+        def ratio(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
+            # a resample without any unit in the denominator (no completed task drawn) has no finite ratio:
+            # +inf, so the interval keeps its lower end and says its upper end is unbounded
+            top, bottom = x.sum(axis=axis), y.sum(axis=axis)
+            return np.divide(top, bottom, out=np.full(np.shape(top), np.inf), where=bottom > 0)
+
+        with np.errstate(invalid="ignore"):  # the spread of a distribution with +inf in it: not used here
+            res = stats.bootstrap(
+                (num, den),
+                ratio,
+                paired=True,
+                vectorized=True,
+                n_resamples=BOOTSTRAP_RESAMPLES,
+                confidence_level=confidence,
+                method="percentile",
+                random_state=np.random.default_rng(SEED),
+            )
         return Interval(float(res.confidence_interval.low), float(res.confidence_interval.high), "bootstrap")
     # delta method for a ratio of means (Deng et al. 2018): var(r) = (s_x^2 - 2r s_xy + r^2 s_y^2) / (n mean_y^2)
     mx, my = num.mean(), den.mean()
