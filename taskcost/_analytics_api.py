@@ -45,9 +45,9 @@ def _endpoint(
     model = create_model(f"{question.options.__name__}Query", __base__=(Filters, question.options))
     filter_fields = set(Filters.model_fields)
 
-    async def answer(request: Request, query: Annotated[model, Query()]) -> Response:  # type: ignore[valid-type]
+    async def answer(request: Request, query: Any) -> Response:
         caller = authenticate(store, request, "read", admin_token)
-        values = query.model_dump(exclude_defaults=True)  # type: ignore[attr-defined]
+        values = query.model_dump(exclude_defaults=True)
         filters = Filters.model_validate({k: v for k, v in values.items() if k in filter_fields})
         if caller.project is not None:
             filters = filters.narrowed(project=caller.project)
@@ -60,6 +60,8 @@ def _endpoint(
             raise ApiError(400, str(exc)) from None
         return Response(orjson.dumps(result.to_json()), media_type="application/json")
 
+    # the query model is made here, at run time: its annotation cannot be a name the module's text resolves
+    answer.__annotations__ = {"request": Request, "query": Annotated[model, Query()], "return": Response}
     answer.__doc__ = question.help[:1].upper() + question.help[1:] + ". Definitions: docs/analytics.md."
     return answer
 

@@ -56,27 +56,31 @@ def db(tmp_path: Path) -> Path:
     return path
 
 
-def _library(path: Path, name: str, params: dict[str, str], project: str | None) -> dict[str, Any]:
+def _ask(store: DuckDBStore, name: str, params: dict[str, str], project: str | None) -> dict[str, Any]:
     q = QUESTIONS[name]
     filter_fields = set(Filters.model_fields)
     filters = Filters.model_validate({k: v for k, v in params.items() if k in filter_fields} | {"project": project})
     options = q.options.model_validate({k: v for k, v in params.items() if k not in filter_fields})
+    return q.run(store, filters, options).to_json()
+
+
+def _library(path: Path, name: str, params: dict[str, str], project: str | None) -> dict[str, Any]:
     with DuckDBStore.open(path, read_only=True) as store:
-        return q.run(store, filters, options).to_json()
+        return _ask(store, name, params, project)
 
 
 @pytest.fixture
-def keyed(db: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
+def keyed(db: Path) -> Iterator[tuple[TestClient, dict[str, str], DuckDBStore]]:
     with DuckDBStore.open(db) as store:
         secrets = {p: store.create_key(p, "read")[1] for p in ("p1", "p2")}
         app = create_app(Settings(db=db, decode_workers=0), store, dashboards=False)
         with TestClient(app, raise_server_exceptions=False) as client:
-            yield client, secrets
+            yield client, secrets, store
 
 
 @pytest.mark.parametrize("name", sorted(PARAMS))
 def test_a_read_key_gets_its_projects_answer_and_nothing_else(keyed: Any, db: Path, name: str) -> None:
-    client, secrets = keyed
+    client, secrets, _ = keyed
     r = client.get(f"/api/analytics/{name}", params=PARAMS[name], headers={"Authorization": f"Bearer {secrets['p1']}"})
     assert r.status_code == 200, r.text
     doc = r.json()
@@ -97,16 +101,16 @@ def test_a_read_key_gets_its_projects_answer_and_nothing_else(keyed: Any, db: Pa
 
 @pytest.mark.parametrize("name", sorted(PARAMS))
 def test_the_http_answer_is_the_librarys(keyed: Any, db: Path, name: str) -> None:
-    client, secrets = keyed
+    client, secrets, store = keyed
     r = client.get(f"/api/analytics/{name}", params=PARAMS[name], headers={"Authorization": f"Bearer {secrets['p2']}"})
-    assert r.json() == json.loads(json.dumps(_library(db, name, PARAMS[name], "p2")))
+    assert r.json() == json.loads(json.dumps(_ask(store, name, PARAMS[name], "p2")))
 
 
 def test_without_a_key_or_with_bad_parameters_the_error_shape(keyed: Any) -> None:
-    client, secrets = keyed
+    client, secrets, _ = keyed
     auth = {"Authorization": f"Bearer {secrets['p1']}"}
     r = client.get("/api/analytics/cost")
-    assert r.status_code == 401 and set(r.json()) == {"code", "status", "message"}
+    assert r.status_code == 401 and set(r.json()) == {"error", "code", "status", "message"}
     r = client.get("/api/analytics/cost", params={"nonsense": "1"}, headers=auth)
     assert r.status_code == 422 and "nonsense" in r.json()["message"]
     r = client.get("/api/analytics/cost", params={"since": "not a time"}, headers=auth)
@@ -118,7 +122,7 @@ def test_without_a_key_or_with_bad_parameters_the_error_shape(keyed: Any) -> Non
 
 
 def test_the_openapi_schema_documents_every_question_and_its_parameters(keyed: Any) -> None:
-    client, secrets = keyed
+    client, secrets, _ = keyed
     schema = client.get("/openapi.json", headers={"Authorization": f"Bearer {secrets['p1']}"}).json()
     for name, q in QUESTIONS.items():
         op = schema["paths"][f"/api/analytics/{name}"]["get"]
