@@ -1,19 +1,621 @@
-"""Rent vs API: when rented GPUs beat per-token prices. (Being built: see docs/analytics.md.)"""
+"""Rent vs API: from the observed traffic, what renting GPUs would cost a month against per-token prices, and the
+volume at which it starts to pay (canary-and-breakeven.md §2.4; the arithmetic is ``_breakeven_model``).
+
+Both directions from one traffic profile: API calls are priced at their own model's rates and asked what renting
+would cost; self-hosted calls are priced at the API model they would move to (``--api-model``; by default the same
+model name at an API's rates) and asked the same. Traffic a rate cannot price is left out of both sides and counted.
+
+Three queries, plain aggregates over ``call_scope``: the hourly traffic (tokens by provider, model, deployment and
+hour), the rates (``model_rates``: each model's latest per-token rates in the project), and, unless a throughput is
+given, the self-hosted calls' busy time in their busiest hours (the union of in-flight intervals per cluster: a
+running ``max(end_time)`` window over the calls by start). Dialect notes for another store: ``date_trunc('hour', t)``
+and ``date_diff('microsecond', a, b)`` are also ClickHouse functions (``dateTrunc``, ``dateDiff``);
+``arg_max(x, t) FILTER (WHERE c)`` is ClickHouse's ``argMaxIf(x, t, c)``.
+"""
 
 from __future__ import annotations
 
-from taskcost.analytics._answer import Answer
-from taskcost.analytics._filters import Filters
-from taskcost.analytics._question import NoOptions, Question
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import polars as pl
+from pydantic import Field
+
+from taskcost.analytics._answer import Answer, Table, frame
+from taskcost.analytics._breakeven_model import (
+    Breakevens,
+    Costs,
+    Profile,
+    Rental,
+    breakevens,
+    costs,
+    curve_frame,
+    per_mtok,
+    sensitivity_frame,
+    verdict,
+)
+from taskcost.analytics._filters import Filters, Sql, call_scope
+from taskcost.analytics._question import Options, Question, UsageError
+from taskcost.analytics._rates import ModelRates, model_rates
+from taskcost.pricing import TokenUsage, gpu_catalogue, price_call
 from taskcost.store import ReadStore
 
-__all__ = ["QUESTION"]
+__all__ = ["QUESTION", "BreakevenAnswer", "BreakevenOptions", "Throughput", "breakeven"]
+
+_M = Decimal(1_000_000)
+_MONEY = pl.Decimal(38, 12)
+_MAX_HOURS = 24 * 366 * 5  # a longer window is asked for by mistake (its profile would be mostly idle hours)
+_LOW_WINDOW_H = 24 * 7
+_MEASURE_HOURS = 24
+"""Throughput is measured on the self-hosted calls that started in the busiest hours (most tokens): the load nearest
+saturation, and a bounded sort whatever the history's length."""
 
 
-def _run(store: ReadStore, filters: Filters, options: NoOptions) -> Answer:
-    raise NotImplementedError("breakeven")
+class BreakevenOptions(Options):
+    gpu: str | None = Field(
+        None,
+        description="GPU to rent: an offer id of the GPU catalogue (`taskcost prices gpus`) or a GPU type (its "
+        "cheapest offer). Default: the rate the measured self-hosted calls were billed at (clusters file), else "
+        "--gpu-type's in the catalogue (for this question --gpu-type names the GPU to rent and measure, and does "
+        "not narrow the traffic).",
+    )
+    usd_per_gpu_hour: Decimal | None = Field(None, gt=0, description="$ per GPU-hour (instead of --gpu's price).")
+    gpus_per_replica: int | None = Field(
+        None, ge=1, le=1024, description="GPUs per replica (default: the measured calls' gpu_count, else 1)."
+    )
+    tokens_per_s: float | None = Field(
+        None,
+        gt=0,
+        description="Throughput of one replica, input + output tokens per second at full load. Given, it is used "
+        "instead of the measured one (and flagged low confidence).",
+    )
+    self_hosted_model: str | None = Field(
+        None,
+        description="The self-hosted model whose calls measure throughput (default: the --model filter; else every "
+        "self-hosted call selected).",
+    )
+    utilisation: Decimal = Field(Decimal("0.9"), gt=0, le=1, description="Share of a replica's throughput planned.")
+    min_replicas: int = Field(1, ge=0, le=10_000, description="Replicas that always run (2 for high availability).")
+    sizing: Literal["peak", "p95"] = Field("peak", description="Always-on replicas sized for the peak or p95 hour.")
+    autoscale_buffer: Decimal = Field(
+        Decimal("0.1"), ge=0, le=10, description="Autoscaled replica-hours billed on top, for cold starts (0.1: 10%)."
+    )
+    api_model: str | None = Field(
+        None,
+        description="The API model self-hosted traffic is priced at (default: the same model name at an API's rates).",
+    )
+    api_provider: str | None = Field(None, description="The provider of --api-model (default: any that lists it).")
+    hours_per_month: int = Field(730, ge=1, le=744, description="Hours in a month of rent and of API spend.")
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Tokens one replica serves per second, and where that figure comes from."""
+
+    tokens_per_s: Decimal
+    source: Literal["measured", "given"]
+    calls: int = 0
+    busy_s: float = 0.0
+    concurrency: float | None = None  # mean calls in flight while busy
+    gpu_types: tuple[str, ...] = ()
+    gpus_per_replica: int | None = None  # what the measured calls ran on (their gpu_count), when they agree
+
+
+@dataclass(frozen=True)
+class BreakevenAnswer(Answer):
+    question: ClassVar[str] = "breakeven"
+    direction: str  # "api" (API traffic, priced as if rented), "self_hosted", "mixed", or "none"
+    profile: Profile | None
+    rental: Rental | None
+    throughput: Throughput | None
+    observed: Costs | None
+    found: Breakevens | None
+    gpu_label: str
+    rate_source: str
+    calls: int
+    excluded_calls: int  # no API rate: left out of both sides
+    excluded_tokens: int
+    verdict: str
+    curve: pl.DataFrame
+    sensitivity: pl.DataFrame
+    traffic: pl.DataFrame
+
+    def _tph(self, k: Decimal | None) -> float | None:
+        return None if k is None or self.profile is None else float(k * self.profile.mean_tokens)
+
+    def summary(self) -> dict[str, Any]:
+        p, r, o, b, t = self.profile, self.rental, self.observed, self.found, self.throughput
+        out: dict[str, Any] = {"direction": self.direction, "verdict": self.verdict, "calls": self.calls}
+        out |= {"excluded_calls": self.excluded_calls, "excluded_tokens": self.excluded_tokens}
+        if p is None or r is None or o is None or b is None or t is None:
+            return out
+        month = r.hours_per_month
+        at_k = None if b.always_on is None else costs(p, r, b.always_on)
+        return out | {
+            "hours_in_window": p.hours,
+            "tokens_per_hour": float(p.mean_tokens),
+            "peak_tokens_per_hour": p.peak_tokens,
+            "p95_tokens_per_hour": p.p95_tokens,
+            "peak_factor": float(p.peak_tokens / p.mean_tokens) if p.mean_tokens else None,
+            "api_monthly_usd": o.api_usd,
+            "api_usd_per_mtok": per_mtok(o.api_usd, p.mean_tokens * month),
+            "rent_always_on_usd": o.always_on_usd,
+            "always_on_replicas": o.always_on_replicas,
+            "rent_autoscaled_usd": o.autoscaled_usd,
+            "autoscaled_mean_replicas": o.autoscaled_replicas,
+            "best_hybrid_usd": o.hybrid_usd,
+            "best_hybrid_replicas": o.hybrid_replicas,
+            "utilisation": o.utilisation_always_on,
+            "utilisation_autoscaled": o.utilisation_autoscaled,
+            "breakeven_tokens_per_hour": self._tph(b.always_on),
+            "breakeven_tokens_per_month": None if b.always_on is None else self._tph(b.always_on * month),
+            "breakeven_autoscaled_tokens_per_hour": self._tph(b.autoscaled),
+            "breakeven_hybrid_tokens_per_hour": self._tph(b.hybrid),
+            "utilisation_at_breakeven": None if at_k is None else at_k.utilisation_always_on,
+            "gpu": self.gpu_label,
+            "usd_per_gpu_hour": r.usd_per_gpu_hour,
+            "usd_per_gpu_hour_source": self.rate_source,
+            "gpus_per_replica": r.gpus_per_replica,
+            "tokens_per_s": float(t.tokens_per_s),
+            "throughput_source": t.source,
+            "confidence": "measured" if t.source == "measured" else "low",
+            "self_hosting_floor_usd_per_mtok": per_mtok(r.usd_per_gpu_hour * r.gpus_per_replica, r.capacity),
+        }
+
+    def tables(self) -> list[Table]:
+        return [
+            Table("curve", "Monthly cost against volume (the observed profile scaled)", self.curve),
+            Table("sensitivity", "Breakeven with throughput and $/GPU-hour 30% either way", self.sensitivity),
+            Table("traffic", "Observed traffic by model, and the API rates it is priced at", self.traffic),
+        ]
+
+
+# -- traffic -------------------------------------------------------------------------------------------------------
+_TRAFFIC = """
+SELECT provider, model,
+       CASE WHEN deployment = 'self_hosted' THEN 'self_hosted' ELSE 'api' END AS deployment,
+       date_trunc('hour', start_time) AS hour,
+       count(*) AS calls,
+       count(cost_usd) AS priced_calls,
+       sum(cost_usd) AS cost_usd,
+       coalesce(sum(input_tokens), 0)::BIGINT AS input_tokens,
+       coalesce(sum(cache_read_tokens), 0)::BIGINT AS cache_read_tokens,
+       coalesce(sum(cache_write_tokens), 0)::BIGINT AS cache_write_tokens,
+       coalesce(sum(output_tokens), 0)::BIGINT AS output_tokens
+FROM scoped_calls
+GROUP BY 1, 2, 3, 4
+"""
+
+_BUSY = """,
+busiest AS (
+    SELECT date_trunc('hour', start_time) AS hour FROM scoped_calls GROUP BY 1
+    ORDER BY sum(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)) DESC, 1 DESC LIMIT {hours}
+),
+o AS (
+    SELECT coalesce(cluster_id, '') AS unit, start_time, end_time, duration_s, gpu_count, gpu_type,
+           coalesce(input_tokens, 0) + coalesce(output_tokens, 0) AS tokens,
+           max(end_time) OVER (PARTITION BY coalesce(cluster_id, '') ORDER BY start_time
+                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_end
+    FROM scoped_calls
+    WHERE end_time > start_time AND date_trunc('hour', start_time) IN (SELECT hour FROM busiest)
+)
+SELECT unit, count(*) AS calls, sum(tokens)::BIGINT AS tokens,
+       -- the union of the intervals: each call adds the part of it that runs past every call started before it
+       sum(CASE WHEN before_end IS NULL OR end_time > before_end
+                THEN date_diff('microsecond', CASE WHEN before_end > start_time THEN before_end ELSE start_time END,
+                               end_time)
+                ELSE 0 END)::BIGINT AS busy_us,
+       sum(duration_s) AS call_s, max(gpu_count) AS gpus, min(gpu_count) AS min_gpus, min(gpu_type) AS gpu_lo,
+       max(gpu_type) AS gpu_hi{detail}
+FROM o GROUP BY unit
+"""
+_DETAIL = """,
+       (SELECT arg_max(price_detail, start_time) FILTER (WHERE cost_usd IS NOT NULL) FROM scoped_calls) AS detail"""
+
+
+def _window(filters: Filters, hours: pl.Series) -> tuple[datetime, int]:
+    """The window's first hour and its length in hours: the filters' since / until when given (idle hours at either
+    end count), else the first and last hour with traffic."""
+
+    def naive(at: datetime) -> datetime:
+        return at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo is not None else at
+
+    first, last = hours.min(), hours.max()
+    assert isinstance(first, datetime) and isinstance(last, datetime)
+    lo = naive(filters.since) if filters.since is not None else first
+    hi = naive(filters.until) if filters.until is not None else last + timedelta(hours=1)
+    lo = lo.replace(minute=0, second=0, microsecond=0)
+    n = int(-(-(hi - lo) // timedelta(hours=1)))
+    return lo, n
+
+
+def _rate_at(provider: str | None, model: str | None, usage: TokenUsage, at: datetime) -> Decimal | None:
+    price = price_call(provider, model, usage, at)
+    return None if price.cost_usd is None else price.cost_usd / _M
+
+
+def _listed(provider: str | None, model: str | None, at: datetime) -> ModelRates | None:
+    """A model's per-token rates from the price data (genai-prices), for a model no stored call was priced at."""
+    m = 1_000_000
+    units = (
+        TokenUsage(input_tokens=m),
+        TokenUsage(input_tokens=m, cache_read_tokens=m),
+        TokenUsage(input_tokens=m, cache_write_tokens=m),
+        TokenUsage(output_tokens=m),
+    )
+    rates = [_rate_at(provider, model, u, at) for u in units]
+    return None if rates[0] is None else ModelRates(provider, model, *rates)
+
+
+def _complete(rates: ModelRates | None, listed: ModelRates | None) -> tuple[ModelRates | None, bool]:
+    """The stored rates with any missing unit from the price data; a cache unit neither knows is priced at the input
+    rate (what an API without that cache price charges). True when that fallback was used."""
+    base = listed if rates is None else rates
+    if base is None:
+        return None, False
+    fill = {u: getattr(base, u) if getattr(base, u) is not None else getattr(listed, u, None) for u in _UNITS}
+    guessed = base.input is not None and any(fill[u] is None for u in ("cache_read", "cache_write"))
+    if guessed:
+        fill |= {u: fill[u] if fill[u] is not None else base.input for u in ("cache_read", "cache_write")}
+    return ModelRates(base.provider, base.model, **fill), guessed
+
+
+_UNITS = ("input", "cache_read", "cache_write", "output")
+
+
+def _rates(
+    store: ReadStore, filters: Filters, options: BreakevenOptions, models: pl.DataFrame, at: datetime
+) -> pl.DataFrame:
+    """(provider, model, deployment) -> the API rates its traffic is priced at ($/Mtok) and what they are."""
+    stored = model_rates(store, Filters.model_validate({"project": filters.project, "until": filters.until}))
+    by_model: dict[str | None, list[ModelRates]] = {}
+    for r in stored.values():
+        by_model.setdefault(r.model, []).append(r)
+    target: ModelRates | None = None
+    target_guessed = False
+    if options.api_model is not None:
+        found = [r for r in by_model.get(options.api_model, []) if options.api_provider in (None, r.provider)]
+        if len(found) > 1:
+            raise UsageError(f"--api-model {options.api_model}: priced at several providers; give --api-provider")
+        stored_target = found[0] if found else None
+        target, target_guessed = _complete(stored_target, _listed(options.api_provider, options.api_model, at))
+        if target is None:
+            raise UsageError(f"--api-model {options.api_model}: no stored call and no price data prices it")
+    rows = []
+    for provider, model, deployment in models.select("provider", "model", "deployment").iter_rows():
+        rates: ModelRates | None
+        if deployment == "self_hosted" and target is not None:
+            rates, label = target, f"{target.provider or ''}/{target.model} (--api-model)".lstrip("/")
+            guessed = target_guessed
+        else:
+            own = stored.get((provider, model))
+            if own is None and deployment == "self_hosted":
+                api = [r for r in by_model.get(model, []) if r.provider == provider] or by_model.get(model, [])
+                own = api[0] if len(api) == 1 else None
+            complete = own is not None and all(getattr(own, u) is not None for u in _UNITS)
+            rates, guessed = (
+                (own, False)
+                if complete
+                else _complete(own, _listed(provider if deployment == "api" else None, model, at))
+            )
+            label = "own rates" if deployment == "api" else "the same model's API rates"
+        if guessed:
+            label += "; cache tokens at the input rate"
+        per_mtok = {u: None if rates is None or getattr(rates, u) is None else getattr(rates, u) * _M for u in _UNITS}
+        rows.append({"provider": provider, "model": model, "deployment": deployment, **per_mtok, "priced_at": label})
+    schema: dict[str, Any] = {"provider": pl.String, "model": pl.String, "deployment": pl.String}
+    schema |= dict.fromkeys(_UNITS, _MONEY) | {"priced_at": pl.String}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _traffic(
+    store: ReadStore, filters: Filters, options: BreakevenOptions
+) -> tuple[pl.DataFrame, Profile | None, pl.DataFrame]:
+    """The hourly traffic: per model (the ``traffic`` table) and, over the models an API rate prices, the profile."""
+    hourly = frame(store, Sql("WITH ") + call_scope(filters) + Sql(_TRAFFIC), filters)
+    keys = ["provider", "model", "deployment"]
+    if hourly.is_empty():
+        return hourly, None, pl.DataFrame()
+    models = hourly.group_by(keys).agg(
+        pl.col("calls").sum(),
+        pl.col("priced_calls").sum(),
+        pl.col("cost_usd").sum(),
+        *(pl.col(c).sum() for c in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")),
+        pl.col("hour").n_unique().alias("active_hours"),
+    )
+    start, hours = _window(filters, hourly["hour"])
+    if hours > _MAX_HOURS:
+        raise UsageError(f"the window is {hours:,} hours long; give --since / --until within 5 years")
+    at = min(start + timedelta(hours=hours), datetime.now(UTC).replace(tzinfo=None)).replace(tzinfo=UTC)
+    rates = _rates(store, filters, options, models, at)
+    tokens = {
+        "input": pl.col("input_tokens") - pl.col("cache_read_tokens") - pl.col("cache_write_tokens"),
+        "cache_read": pl.col("cache_read_tokens"),
+        "cache_write": pl.col("cache_write_tokens"),
+        "output": pl.col("output_tokens"),
+    }
+    # a model is priced when every unit it used has a rate; then its hours' API charge in $ x 1e6 (exact)
+    priced = pl.all_horizontal([(tokens[u] == 0) | pl.col(u).is_not_null() for u in _UNITS])
+    api_umtok = pl.sum_horizontal([tokens[u].cast(_MONEY) * pl.col(u).fill_null(0) for u in _UNITS])
+    models = models.join(rates, on=keys, how="left", nulls_equal=True).with_columns(priced.alias("priced"))
+    hourly = hourly.join(models.select(*keys, *_UNITS, "priced"), on=keys, how="left", nulls_equal=True)
+    hourly = hourly.filter(pl.col("priced")).with_columns(
+        api_umtok.alias("api_umtok"),
+        (pl.col("input_tokens") + pl.col("output_tokens")).alias("tokens"),
+        ((pl.col("hour") - start).dt.total_hours()).alias("h"),
+    )
+    per_hour = hourly.group_by("h").agg(pl.col("tokens").sum(), pl.col("api_umtok").sum()).sort("h")
+    window_hours = hours
+    model_api = hourly.group_by(keys).agg(pl.col("api_umtok").sum())
+    models = models.join(model_api, on=keys, how="left", nulls_equal=True)
+    table = models.sort("provider", "model", "deployment", nulls_last=True).select(
+        *keys,
+        "calls",
+        "input_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "output_tokens",
+        ((pl.col("input_tokens") + pl.col("output_tokens")) / window_hours).alias("tokens_per_hour"),
+        "active_hours",
+        pl.col("priced_at").fill_null("no rate: excluded").alias("priced_at"),
+        *(pl.col(u).alias(f"{u}_usd_per_mtok") for u in _UNITS),
+        "api_umtok",
+        pl.col("cost_usd").alias("observed_cost_usd"),
+        (pl.col("calls") - pl.col("priced_calls")).alias("unpriced_calls"),
+    )
+    monthly = [  # per model, a few rows: exact in Decimal
+        None if x is None else (x * options.hours_per_month / window_hours / _M).quantize(Decimal("1e-12"))
+        for x in table["api_umtok"].to_list()
+    ]
+    table = table.drop("api_umtok").with_columns(pl.Series("api_monthly_usd", monthly, dtype=_MONEY))
+    table = table.select(*table.columns[:-3], "api_monthly_usd", "observed_cost_usd", "unpriced_calls")
+    if per_hour.is_empty():
+        return table, None, models
+    v = np.zeros(window_hours, dtype=np.int64)
+    api = [Decimal(0)] * window_hours
+    idx = per_hour["h"].to_numpy()
+    v[idx] = per_hour["tokens"].to_numpy()
+    for i, usd in zip(idx.tolist(), per_hour["api_umtok"].to_list(), strict=True):
+        api[i] = usd / _M
+    return table, Profile(v.tolist(), api), models
+
+
+# -- throughput and the GPU's price ----------------------------------------------------------------------------------
+def _measure_filters(filters: Filters, options: BreakevenOptions) -> Filters:
+    """The self-hosted calls that measure throughput: the selection's task dimensions and time, its infra filters
+    (``--gpu-type`` included), any provider, the model ``--self-hosted-model`` (else the ``--model`` filter)."""
+    return filters.narrowed(deployment="self_hosted", provider=None, model=options.self_hosted_model or filters.model)
+
+
+def _measured(store: ReadStore, filters: Filters, options: BreakevenOptions) -> tuple[pl.DataFrame, str | None]:
+    """Per cluster: calls, tokens, busy time (the union of their in-flight intervals, as the clusters' bill is
+    allocated), summed call time, GPUs; and the latest billed call's price detail (the clusters file's rate)."""
+    scope = _measure_filters(filters, options)
+    want = options.usd_per_gpu_hour is None and options.gpu is None
+    df = frame(
+        store,
+        Sql("WITH ") + call_scope(scope) + Sql(_BUSY.format(hours=_MEASURE_HOURS, detail=_DETAIL if want else "")),
+        scope,
+    )
+    if not want or df.is_empty():
+        return df, None
+    return df.drop("detail"), df["detail"][0]
+
+
+def _throughput(units: pl.DataFrame, options: BreakevenOptions) -> Throughput | None:
+    """Tokens per busy GPU-second, x GPUs per replica. A GPU is busy while a call is in flight on its cluster (the
+    union of the calls' intervals, not their sum: a batching engine serves many at once), so this is the throughput
+    at the observed load: a lower bound of capacity when the replicas were not saturated."""
+    if units.is_empty() or int(units["busy_us"].sum() or 0) <= 0 or int(units["tokens"].sum() or 0) <= 0:
+        return None
+    gpus = units["gpus"].fill_null(options.gpus_per_replica or 1)
+    gpu_s = float((units["busy_us"].cast(pl.Float64) / 1e6 * gpus).sum())
+    tokens = int(units["tokens"].sum())
+    busy_s = float(units["busy_us"].sum()) / 1e6
+    per_gpu = Decimal(repr(tokens / gpu_s))
+    known = {int(x) for x in units["gpus"].drop_nulls().to_list()} | {int(x) for x in units["min_gpus"].drop_nulls()}
+    measured_gpus = known.pop() if len(known) == 1 else None
+    replica_gpus = options.gpus_per_replica or measured_gpus or 1
+    types = sorted({t for t in (*units["gpu_lo"].to_list(), *units["gpu_hi"].to_list()) if t})
+    return Throughput(
+        tokens_per_s=per_gpu * replica_gpus,
+        source="measured",
+        calls=int(units["calls"].sum()),
+        busy_s=busy_s,
+        concurrency=float(units["call_s"].sum() or 0) / busy_s if busy_s else None,
+        gpu_types=tuple(types),
+        gpus_per_replica=measured_gpus,
+    )
+
+
+def _billed_rate(detail: Any) -> tuple[Decimal, str | None, str] | None:
+    """The $/GPU-hour a self-hosted call was billed at (its price detail: the clusters file's rate)."""
+    try:
+        doc = json.loads(detail) if isinstance(detail, str) else detail
+        rate = Decimal(str(doc["usd_per_gpu_hour"]))
+        return rate, doc.get("gpu_type"), f"cluster {doc.get('cluster')} ({doc.get('rate_source')})"
+    except (ValueError, TypeError, KeyError, AttributeError, InvalidOperation):
+        return None
+
+
+def _catalogue(name: str) -> tuple[Decimal, str, str] | None:
+    """An offer id, or a GPU type's cheapest offer (case-insensitive)."""
+    offers = gpu_catalogue()
+    if name in offers:
+        o = offers[name]
+        return o.usd_per_gpu_hour, o.gpu_type, f"catalogue {o.id}: {o.offer} ({o.source}, checked {o.checked})"
+    same = sorted((o for o in offers.values() if o.gpu_type.lower() == name.lower()), key=lambda o: o.usd_per_gpu_hour)
+    if not same:
+        return None
+    o = same[0]
+    more = f"; {len(same) - 1} dearer offer(s) listed" if len(same) > 1 else ""
+    return o.usd_per_gpu_hour, o.gpu_type, f"catalogue {o.id}, the cheapest {o.gpu_type} offer ({o.offer}){more}"
+
+
+def _gpu_price(filters: Filters, options: BreakevenOptions, detail: Any) -> tuple[Decimal, str, str]:
+    """$/GPU-hour, the GPU it is for, and where the price comes from."""
+    named = None
+    if options.gpu is not None:
+        named = _catalogue(options.gpu)
+        if named is None and options.usd_per_gpu_hour is None:
+            raise UsageError(
+                f"--gpu {options.gpu}: no such offer id or GPU type in the catalogue (taskcost prices gpus)"
+            )
+    if options.usd_per_gpu_hour is not None:
+        return options.usd_per_gpu_hour, options.gpu or filters.gpu_type or "GPU", "given (--usd-per-gpu-hour)"
+    if named is not None:
+        return named
+    billed = _billed_rate(detail) if detail is not None else None
+    if billed is not None:
+        return billed[0], billed[1] or filters.gpu_type or "GPU", f"billed self-hosted calls: {billed[2]}"
+    if filters.gpu_type is not None and (by_filter := _catalogue(filters.gpu_type)) is not None:
+        return by_filter
+    raise UsageError(
+        "no GPU price: give --gpu (a catalogue offer or GPU type, see `taskcost prices gpus`) or --usd-per-gpu-hour"
+    )
+
+
+def breakeven(store: ReadStore, filters: Filters, options: BreakevenOptions) -> BreakevenAnswer:
+    """Rent vs API for the selected traffic (docs/analytics.md, "Rent vs API")."""
+    # --gpu-type names the GPU to rent (and the self-hosted calls that measure it), not the traffic: API calls have none
+    table, profile, models = _traffic(store, filters.narrowed(gpu_type=None), options)
+    notes: list[str] = []
+    if filters.gpu_type is not None:
+        notes.append(f"--gpu-type {filters.gpu_type}: the GPU to rent and to measure throughput on; traffic on any GPU")
+    calls = int(table["calls"].sum()) if not table.is_empty() else 0
+    excluded = models.filter(~pl.col("priced")) if not models.is_empty() else models
+    excluded_calls = int(excluded["calls"].sum()) if not excluded.is_empty() else 0
+    excluded_tokens = (
+        int((excluded["input_tokens"] + excluded["output_tokens"]).sum()) if not excluded.is_empty() else 0
+    )
+    if excluded_calls:
+        names = ", ".join(sorted({f"{m} ({d})" for m, d in excluded.select("model", "deployment").iter_rows()}))
+        notes.append(
+            f"coverage: {calls - excluded_calls:,} of {calls:,} call attempts priced at API rates; {excluded_calls:,} "
+            f"({excluded_tokens:,} tokens) have no API rate and are left out of both sides: {names}"
+        )
+    empty = pl.DataFrame()
+    if profile is None or not sum(profile.tokens):
+        nothing = "No traffic with an API price in the selection: nothing to compare."
+        return BreakevenAnswer(
+            filters, "none", None, None, None, None, None, "", "", calls, excluded_calls, excluded_tokens,
+            nothing, empty, empty, table, notes=notes,
+        )  # fmt: skip
+    deployments = set(models.filter(pl.col("priced"))["deployment"].to_list())
+    direction = deployments.pop() if len(deployments) == 1 else "mixed"
+
+    units, detail = pl.DataFrame(), None
+    if options.tokens_per_s is None or (options.usd_per_gpu_hour is None and options.gpu is None):
+        units, detail = _measured(store, filters, options)
+    measured = _throughput(units, options) if not units.is_empty() else None
+    if options.tokens_per_s is not None:
+        throughput = Throughput(Decimal(repr(options.tokens_per_s)), "given")
+        seen = "" if measured is None else f"; measured here: {float(measured.tokens_per_s):,.0f}"
+        notes.append(
+            f"throughput given: {options.tokens_per_s:,.0f} tokens/s per replica (low confidence: not measured on "
+            f"this traffic's shape; an offline maximum overstates SLO-bound capacity several times{seen})"
+        )
+    elif measured is not None:
+        throughput = measured
+        conc = "" if measured.concurrency is None else f", {measured.concurrency:.2g} calls in flight on average"
+        notes.append(
+            f"throughput measured: {float(measured.tokens_per_s):,.1f} tokens/s per replica, from {measured.calls:,} "
+            f"self-hosted calls in their busiest {_MEASURE_HOURS} hours (input + output tokens per busy GPU-second x "
+            f"GPUs per replica; busy = some call in flight on the cluster, {measured.busy_s:,.0f} s{conc}). That is "
+            "the throughput at the observed load: below capacity if the replicas were not saturated, so renting "
+            "may look dearer than it is"
+        )
+    else:
+        what = options.self_hosted_model or filters.model
+        raise UsageError(
+            "no self-hosted calls "
+            + (f"of model {what} " if what else "")
+            + "to measure throughput from: give --tokens-per-s (or --self-hosted-model)"
+        )
+    rate, gpu_label, rate_source = _gpu_price(filters, options, detail)
+    replica_gpus = options.gpus_per_replica or (measured.gpus_per_replica if measured else None) or 1
+    rental = Rental(
+        tokens_per_s=throughput.tokens_per_s,
+        usd_per_gpu_hour=rate,
+        gpus_per_replica=replica_gpus,
+        utilisation=options.utilisation,
+        min_replicas=options.min_replicas,
+        sizing=options.sizing,
+        hours_per_month=options.hours_per_month,
+        autoscale_buffer=options.autoscale_buffer,
+    )
+    observed = costs(profile, rental)
+    found = breakevens(profile, rental)
+    notes += _notes(profile, rental, observed, found, models, measured, gpu_label, filters, options)
+    return BreakevenAnswer(
+        filters,
+        direction,
+        profile,
+        rental,
+        throughput,
+        observed,
+        found,
+        gpu_label,
+        rate_source,
+        calls,
+        excluded_calls,
+        excluded_tokens,
+        verdict(profile, rental, observed, found, direction),
+        curve_frame(profile, rental, found),
+        sensitivity_frame(profile, rental, found),
+        table,
+        notes=notes,
+    )
+
+
+def _notes(
+    profile: Profile,
+    rental: Rental,
+    observed: Costs,
+    found: Breakevens,
+    models: pl.DataFrame,
+    measured: Throughput | None,
+    gpu_label: str,
+    filters: Filters,
+    options: BreakevenOptions,
+) -> list[str]:
+    notes = []
+    if profile.hours < _LOW_WINDOW_H:
+        notes.append(f"the window is {profile.hours} hour(s): shorter than a week, it misses the weekly cycle")
+    priced = models.filter(pl.col("priced"))
+    if priced.height > 1:
+        notes.append(
+            f"{priced.height} models in the traffic: renting assumes one replica type serves them all "
+            "(filter by --model to ask about one)"
+        )
+    measured_model = options.self_hosted_model or filters.model
+    if measured is not None and measured_model and set(priced["model"].to_list()) != {measured_model}:
+        notes.append(
+            f"substitution: throughput is measured on {measured_model}, the traffic is of other models "
+            "(check the quality of the substitute)"
+        )
+    if measured is not None and measured.gpu_types and gpu_label.lower() not in {t.lower() for t in measured.gpu_types}:
+        notes.append(f"throughput measured on {', '.join(measured.gpu_types)}; the price is for {gpu_label}")
+    if rental.sizing == "p95" and observed.hours_over_capacity:
+        notes.append(
+            f"sized for the p95 hour: {observed.hours_over_capacity} of {profile.hours} hours exceed the always-on "
+            "replicas' planned capacity (queueing there)"
+        )
+    if not found.autoscaled_searched:
+        notes.append("autoscaled breakeven: the search stopped before it settled (rent and API slopes nearly equal)")
+    notes.append(
+        "not modelled: engineering time, data transfer, storage, cold starts beyond the autoscale buffer, retries"
+    )
+    return notes
 
 
 QUESTION = Question(
-    name="breakeven", help="rent vs API: when rented GPUs beat per-token prices", run=_run, options=NoOptions
+    name="breakeven",
+    help="rent vs API: when rented GPUs beat per-token prices",
+    run=breakeven,
+    options=BreakevenOptions,
 )
