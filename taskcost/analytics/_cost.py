@@ -1,17 +1,592 @@
-"""Cost per completed task, with its waste. (Being built: see docs/analytics.md.)"""
+"""Cost per completed task, with its waste: what finishing work really costs, and how much of it bought nothing.
+
+- **Cost per completed task** = spend of every finished task selected (completed, failed and abandoned: LLM + tools)
+  / completed tasks, with a confidence interval resampling tasks (``_stats.ratio_ci``). Tasks still running (no
+  outcome) are left out and counted beside it. **Success rate** = completed / finished (Wilson interval).
+- **Waste**, disjoint so the parts add up: (1) the whole spend of failed and abandoned tasks; in completed tasks,
+  (2) superseded attempts (every attempt of a call but its last: failed ones and retried-but-ok ones) and (3) cache
+  misses (``_waste.py``). Tool spend is shown beside it, not as waste.
+- Every dollar figure excludes unpriced attempts and says how many there were (``unpriced_calls``, ``priced_share``).
+
+Task-level figures come from the ``tasks`` roll-up (one row per task, read once into polars: it also gives the
+intervals); call-level waste from one pass over the completed tasks' calls. Optionally grouped by a dimension
+(``--by model``) and/or by time bucket of the task's start (``--bucket day``).
+"""
 
 from __future__ import annotations
 
-from taskcost.analytics._answer import Answer
-from taskcost.analytics._filters import Filters
-from taskcost.analytics._question import NoOptions, Question
+import math
+import warnings
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import polars as pl
+from pydantic import Field
+from scipy import stats
+
+from taskcost.analytics._answer import Answer, Table, frame
+from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, Filters, Sql, task_scope
+from taskcost.analytics._question import Options, Question, UsageError
+from taskcost.analytics._rates import model_rates
+from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, wilson_ci
+from taskcost.analytics._waste import (
+    COUNTS,
+    SAMPLE_ATTEMPTS,
+    Discounts,
+    Slices,
+    call_waste,
+    call_windows,
+    miss_discounts,
+    priced_misses,
+    sample_slices,
+    task_hash,
+)
+from taskcost.pricing import format_usd
 from taskcost.store import ReadStore
 
-__all__ = ["QUESTION"]
+__all__ = ["QUESTION", "CostAnswer", "CostOptions", "cost"]
+
+MAX_GROUPS = 200
+"""Rows of the groups table at most (the costliest; with ``bucket`` alone, the latest); the summary covers all."""
+BOOTSTRAP_BUDGET_UNITS = 4_000
+"""Tasks the groups' bootstrap intervals may resample in all (about 0.3 s): groups past it, in order of spend, get no
+interval (a group of more than ``BOOTSTRAP_MAX_UNITS`` tasks uses the delta method, which costs nothing)."""
+
+_KEYS = ["grp", "bucket"]
+RUNNING, COMPLETED, FAILED, ABANDONED = 0, 1, 2, 3
+# outcome as a small integer: it groups a million tasks several times faster than the text
+_OUTCOME = (
+    "CAST(coalesce(CASE outcome WHEN 'completed' THEN 1 WHEN 'failed' THEN 2 WHEN 'abandoned' THEN 3 END, 0) "
+    "AS TINYINT)"
+)
+_PLACES = Decimal("0.000000000001")  # the views' money scale, DECIMAL(38, 12)
+_MICRO = Decimal("0.000001")
+_MONEY = pl.Decimal(38, 12)
 
 
-def _run(store: ReadStore, filters: Filters, options: NoOptions) -> Answer:
-    raise NotImplementedError("cost")
+class CostOptions(Options):
+    by: str | None = Field(
+        None,
+        description="Group by this dimension (kind, agent_version, model, engine_version, ...): one row per value; "
+        "for a call dimension a task whose calls disagree is its own row, `mixed`.",
+    )
+    bucket: Literal["hour", "day", "week"] | None = Field(
+        None, description="A time series: one row per hour, day or week (UTC) of the tasks' start."
+    )
+    confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the intervals.")
+    exact: bool = Field(
+        False,
+        description=f"Measure retries and cache misses on every completed task. Without it, above {SAMPLE_ATTEMPTS:,} "
+        "attempts they are measured on the tasks started in a few evenly spaced time slices, and scaled to the rest.",
+    )
 
 
-QUESTION = Question(name="cost", help="cost per completed task, with its waste", run=_run, options=NoOptions)
+@dataclass(frozen=True)
+class CostAnswer(Answer):
+    """Everything selected: its cost per completed task (and interval), spend and waste; the other headline figures
+    (``figures``: the summary's keys, see docs/analytics.md); the waste table; one row per group when grouped."""
+
+    question: ClassVar[str] = "cost"
+    cost_per_completed_task_usd: Decimal | None
+    interval: Interval
+    spend_usd: Decimal | None
+    waste_usd: Decimal
+    figures: dict[str, Any]
+    waste: pl.DataFrame
+    groups: pl.DataFrame | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return dict(self.figures)
+
+    def tables(self) -> list[Table]:
+        out = [Table("waste", "Waste: what bought nothing (disjoint parts), and tool spend beside it", self.waste)]
+        if self.groups is not None:
+            out.insert(0, Table("groups", "Cost per completed task, per group", self.groups))
+        return out
+
+
+# -- SQL: one row per selected task ------------------------------------------------------------------------------
+def _tasks_sql(scope: Sql, group: str, bucket: str) -> Sql:
+    return (
+        Sql("WITH ")
+        + scope
+        + Sql(
+            f"\nSELECT {group} AS grp, {bucket} AS bucket, {_OUTCOME} AS outcome, start_time, end_time, cost_usd, "
+            "tool_cost_usd, "
+            f"coalesce(tool_calls, 0) AS tool_calls, coalesce(attempts, 0) AS attempts, "
+            f"coalesce(unpriced_calls, 0) AS unpriced_calls, {task_hash()} AS h\nFROM scoped_tasks"
+        )
+    )
+
+
+def _sum(expr: pl.Expr, when: pl.Expr) -> pl.Expr:
+    return expr.filter(when).sum()
+
+
+def _group_figures(tasks: pl.DataFrame) -> pl.DataFrame:
+    """Per (grp, bucket): the additive task-level figures (exact Decimal sums), and those of the sampled tasks. One
+    pass of plain sums per (group, outcome, sampled), then the few rows are folded: filtered sums over a million
+    tasks would each be a pass. A key that is not asked for (no ``by``, no ``bucket``) is left out of the first pass:
+    grouping a million rows by a column of NULLs costs as much as by a real one."""
+    keys = [k for k in _KEYS if tasks[k].null_count() < len(tasks)]
+    per = tasks.group_by(*keys, "outcome", "sampled").agg(
+        n=pl.len(),
+        usd=pl.col("cost_usd").sum(),
+        priced=pl.col("cost_usd").count(),
+        tool_usd=pl.col("tool_cost_usd").sum(),
+        tool_calls=pl.col("tool_calls").sum(),
+        attempts=pl.col("attempts").sum(),
+        unpriced=pl.col("unpriced_calls").sum(),
+    )
+    per = per.with_columns(pl.lit(None, dtype=tasks.schema[k]).alias(k) for k in _KEYS if k not in keys)
+    o, n = pl.col("outcome"), pl.col("n")
+    done, ok, running = o != RUNNING, o == COMPLETED, o == RUNNING
+    llm = pl.col("usd") - pl.col("tool_usd")  # cost = llm + tool, so their sums differ by exactly that
+    return per.group_by(_KEYS).agg(
+        tasks=_sum(n, done),
+        completed=_sum(n, ok),
+        failed=_sum(n, o == FAILED),
+        abandoned=_sum(n, o == ABANDONED),
+        in_progress=_sum(n, running),
+        spend_usd=_sum(pl.col("usd"), done),
+        priced_tasks=_sum(pl.col("priced"), done),
+        in_progress_usd=_sum(pl.col("usd"), running),
+        tool_usd=_sum(pl.col("tool_usd"), done),
+        tool_calls=_sum(pl.col("tool_calls"), done),
+        failed_usd=_sum(pl.col("usd"), o == FAILED),
+        failed_task_attempts=_sum(pl.col("attempts"), o == FAILED),
+        failed_task_unpriced=_sum(pl.col("unpriced"), o == FAILED),
+        abandoned_usd=_sum(pl.col("usd"), o == ABANDONED),
+        abandoned_task_attempts=_sum(pl.col("attempts"), o == ABANDONED),
+        abandoned_task_unpriced=_sum(pl.col("unpriced"), o == ABANDONED),
+        attempts=_sum(pl.col("attempts"), done),
+        unpriced_calls=_sum(pl.col("unpriced"), done),
+        in_progress_unpriced=_sum(pl.col("unpriced"), running),
+        completed_llm_usd=_sum(llm, ok),
+        sampled_completed=_sum(n, pl.col("sampled")),
+        sampled_llm_usd=_sum(llm, pl.col("sampled")),
+    )
+
+
+_CALL_SUMS = (*COUNTS, "failed_attempts_usd", "retried_attempts_usd", "missed_usd", "missed_unpriced_tokens")
+_CALL_MONEY = ("failed_attempts_usd", "retried_attempts_usd", "missed_usd")
+
+
+# -- exact arithmetic --------------------------------------------------------------------------------------------
+def _money(value: Decimal) -> Decimal:
+    with localcontext(prec=60):
+        return value.quantize(_PLACES, rounding=ROUND_HALF_EVEN)
+
+
+def _div(a: Decimal | None, b: int | Decimal) -> Decimal | None:
+    """A ratio of money (cost per completed task), exact and then rounded to micro-dollars, as the other questions."""
+    if a is None or not b:
+        return None
+    with localcontext(prec=60):
+        return (a / b).quantize(_MICRO, rounding=ROUND_HALF_EVEN)
+
+
+def _share(a: Decimal | int | None, b: Decimal | int | None) -> float | None:
+    return None if a is None or not b else float(Decimal(a) / Decimal(b))
+
+
+def _d(value: Any) -> Decimal:
+    return Decimal(0) if value is None else Decimal(value)
+
+
+def _measure(row: dict[str, Any], sampled: bool) -> dict[str, Any]:
+    """One group's figures from its additive sums: ratios exact, the call-level waste scaled from the sample (by
+    the completed tasks' LLM spend over the sample's for money, by completed tasks for counts). Waste is None when the
+    group has completed tasks and none of them was sampled."""
+    r = dict(row)
+    for c in _CALL_SUMS:
+        r[c] = (Decimal(0) if c in _CALL_MONEY else 0) if r.get(c) is None else r[c]
+    completed, got = int(r["completed"]), int(r["sampled_completed"])
+    measured = completed == 0 or got > 0
+    if sampled and measured and completed:
+        money = (
+            _d(r["completed_llm_usd"]) / _d(r["sampled_llm_usd"]) if r["sampled_llm_usd"] else Decimal(completed) / got
+        )
+        count = completed / got
+        for c in _CALL_SUMS:
+            r[c] = _money(r[c] * money) if c in _CALL_MONEY else round(r[c] * count)
+    spend = None if not r["priced_tasks"] else _d(r["spend_usd"])
+    failed_tasks_usd = _d(r["failed_usd"]) + _d(r["abandoned_usd"])
+    superseded = r["failed_attempts_usd"] + r["retried_attempts_usd"]
+    waste = failed_tasks_usd + superseded + r["missed_usd"] if measured else None
+    superseded_n = r["failed_attempts"] + r["retried_attempts"]
+    resent = r["failed_attempts_tokens"] + r["retried_attempts_tokens"]
+    return r | {
+        "measured": measured,
+        "spend": spend,
+        "failed_tasks_usd": failed_tasks_usd,
+        "superseded_usd": superseded if measured else None,
+        "cache_miss_usd": r["missed_usd"] if measured else None,
+        "waste_usd": waste,
+        "superseded_attempts": superseded_n,
+        "resent_uncached_tokens": resent,
+    }
+
+
+def _row(r: dict[str, Any], by: str | None, bucket: str | None) -> dict[str, Any]:
+    """A groups-table row (interval columns are added once the rows to show are known)."""
+    out: dict[str, Any] = {}
+    if by is not None:
+        out[by] = r["grp"]
+    if bucket is not None:
+        out["bucket"] = r["bucket"]
+    completed, attempts = int(r["completed"]), int(r["attempts"])
+    return out | {
+        "tasks": int(r["tasks"]),
+        "completed": completed,
+        "failed": int(r["failed"]),
+        "abandoned": int(r["abandoned"]),
+        "in_progress": int(r["in_progress"]),
+        "success_rate": None if not r["tasks"] else completed / int(r["tasks"]),
+        "spend_usd": r["spend"],
+        "cost_per_completed_task_usd": _div(r["spend"], completed),
+        "waste_usd": r["waste_usd"],
+        "waste_share": _share(r["waste_usd"], r["spend"]),
+        "failed_tasks_usd": r["failed_tasks_usd"],
+        "superseded_attempts_usd": r["superseded_usd"],
+        "cache_miss_usd": r["cache_miss_usd"],
+        "tool_spend_usd": _d(r["tool_usd"]),
+        "attempts_per_completed_task": None if not completed else attempts / completed,
+        "resent_uncached_tokens_per_completed_task": None if not completed else r["resent_uncached_tokens"] / completed,
+        "unpriced_calls": int(r["unpriced_calls"]),
+        "priced_share": None if not attempts else (attempts - int(r["unpriced_calls"])) / attempts,
+    }
+
+
+_GROUP_MONEY = (
+    "spend_usd",
+    "cost_per_completed_task_usd",
+    "waste_usd",
+    "failed_tasks_usd",
+    "superseded_attempts_usd",
+    "cache_miss_usd",
+    "tool_spend_usd",
+)
+
+
+# -- intervals ---------------------------------------------------------------------------------------------------
+def _interval(units: pl.DataFrame, confidence: float) -> Interval:
+    """``ratio_ci`` of task spend (``micro_usd``) over completed tasks; units sorted by their hash first when they will
+    be bootstrapped, so the same data resamples the same way whatever order the store returned it in."""
+    if len(units) <= BOOTSTRAP_MAX_UNITS:
+        units = units.sort("h")
+    done = (units["outcome"] == COMPLETED).cast(pl.Int64).to_numpy()
+    with warnings.catch_warnings():
+        # a resample without a completed task has no ratio (NaN), and then neither has the interval: "none" below
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        ci = ratio_ci(units["micro_usd"].to_numpy(), np.asarray(done), confidence)
+    return ci if math.isfinite(ci.low) and math.isfinite(ci.high) else Interval.none()
+
+
+def _group_intervals(
+    finished: pl.DataFrame, keys: list[tuple[Any, Any]], confidence: float, whole: Interval, alone: bool
+) -> tuple[list[Interval], int]:
+    """Intervals of the shown groups (in order of spend), within ``BOOTSTRAP_BUDGET_UNITS``; how many were skipped.
+    When one group holds every finished task (``alone``: common, e.g. one model), it has the ``whole`` selection's
+    interval, and the tasks are not split."""
+    if alone and len(finished):
+        parts = {tuple(finished.row(0)[:2]): finished}
+    else:
+        parts = finished.partition_by(_KEYS, as_dict=True)
+    out, budget, skipped = [], BOOTSTRAP_BUDGET_UNITS, 0
+    for key in keys:
+        units = parts.get(key)
+        if units is None:
+            out.append(Interval.none())
+            continue
+        n = len(units)
+        if n <= BOOTSTRAP_MAX_UNITS and n > budget:
+            out.append(Interval.none())
+            skipped += 1
+            continue
+        if n <= BOOTSTRAP_MAX_UNITS:
+            budget -= n
+        out.append(whole if n == len(finished) else _interval(units, confidence))
+    return out, skipped
+
+
+# -- the question ------------------------------------------------------------------------------------------------
+def _shown(rows: pl.DataFrame, by: str | None, bucket: str | None) -> pl.DataFrame:
+    """The groups to show, at most ``MAX_GROUPS``: the costliest (with ``bucket`` alone, the latest), in display
+    order (by spend; by group and time when bucketed)."""
+    if by is None:
+        return rows.sort("bucket", nulls_last=True).tail(MAX_GROUPS)
+    ranked = rows.sort(["spend", "grp", "bucket"], descending=[True, False, False], nulls_last=True)
+    ranked = ranked.head(MAX_GROUPS)
+    return ranked if bucket is None else ranked.sort(["grp", "bucket"], nulls_last=True)
+
+
+def _waste_table(t: dict[str, Any]) -> pl.DataFrame:
+    spend = t["spend"]
+
+    def line(kind: str, usd: Decimal | None, tasks: int | None, calls: int | None, tokens: int | None,
+             unpriced_calls: int, unpriced_tokens: int | None, waste: bool) -> dict[str, Any]:  # fmt: skip
+        return {
+            "kind": kind,
+            "amount_usd": usd,
+            "share_of_spend": _share(usd, spend),
+            "tasks": tasks,
+            "calls": calls,
+            "tokens": tokens,
+            "unpriced_calls": unpriced_calls,
+            "unpriced_tokens": unpriced_tokens,
+            "is_waste": waste,
+        }
+
+    m = t["measured"]
+    rows = [
+        line("failed_tasks", _d(t["failed_usd"]), int(t["failed"]), int(t["failed_task_attempts"]), None,
+             int(t["failed_task_unpriced"]), None, True),
+        line("abandoned_tasks", _d(t["abandoned_usd"]), int(t["abandoned"]), int(t["abandoned_task_attempts"]), None,
+             int(t["abandoned_task_unpriced"]), None, True),
+        line("failed_attempts", t["failed_attempts_usd"] if m else None, None, t["failed_attempts"],
+             t["failed_attempts_tokens"], t["failed_attempts_unpriced"], None, True),
+        line("retried_attempts", t["retried_attempts_usd"] if m else None, None, t["retried_attempts"],
+             t["retried_attempts_tokens"], t["retried_attempts_unpriced"], None, True),
+        line("cache_misses", t["cache_miss_usd"], None, t["missed_calls"],
+             t["missed_tokens"] + t["missed_tokens_unpriced_calls"],
+             t["missed_unpriced_calls"], t["missed_unpriced_tokens"], True),
+        line("total_waste", t["waste_usd"], int(t["failed"]) + int(t["abandoned"]), None, None,
+             int(t["failed_task_unpriced"]) + int(t["abandoned_task_unpriced"]) + t["failed_attempts_unpriced"]
+             + t["retried_attempts_unpriced"] + t["missed_unpriced_calls"], t["missed_unpriced_tokens"], True),
+        line("tool_spend", _d(t["tool_usd"]), None, int(t["tool_calls"]), None, 0, None, False),
+    ]  # fmt: skip
+    schema: dict[str, Any] = {
+        "kind": pl.String,
+        "amount_usd": _MONEY,
+        "share_of_spend": pl.Float64,
+        "tasks": pl.Int64,
+        "calls": pl.Int64,
+        "tokens": pl.Int64,
+        "unpriced_calls": pl.Int64,
+        "unpriced_tokens": pl.Int64,
+        "is_waste": pl.Boolean,
+    }
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _total(
+    raw: list[dict[str, Any]], measured: list[dict[str, Any]], sampled: bool, columns: list[str]
+) -> dict[str, Any]:
+    """The whole selection. Exact, or every group measured: the sum of the groups (each sampled group scaled on its
+    own, which stays right when the sample's share differs by time bucket). Otherwise (a group had no task in the
+    sample): one estimate over the whole sample, so the total still counts what those groups wasted."""
+    whole: dict[str, Any] = dict.fromkeys(columns, 0) | {"grp": None, "bucket": None}
+    for r in raw:
+        for k, v in r.items():
+            if k not in _KEYS and v is not None:
+                whole[k] = whole.get(k, 0) + v
+    unmeasured = sum(1 for r in measured if not r["measured"])
+    total = _measure(whole, sampled)
+    if not unmeasured:  # the scaled parts: the sum of the groups' own estimates
+        for k in (*_CALL_SUMS, "superseded_usd", "cache_miss_usd", "waste_usd", "superseded_attempts",
+                  "resent_uncached_tokens"):  # fmt: skip
+            total[k] = sum((r[k] for r in measured), Decimal(0) if k.endswith("usd") else 0)
+    return total | {"unmeasured_groups": unmeasured}
+
+
+def _call_figures(
+    store: ReadStore, filters: Filters, tasks: pl.DataFrame, options: CostOptions
+) -> tuple[pl.DataFrame, pl.DataFrame, Slices | None, Discounts]:
+    """The tasks with their ``sampled`` flag (completed and measured); the call-level waste per (grp, bucket, provider,
+    model), its misses priced; the sample's slices (None: every completed task); the cache discounts used."""
+    done = pl.col("outcome") == COMPLETED
+    slices = sample_slices(tasks.filter(done), options.exact, None if options.bucket is None else "bucket")
+    tasks = tasks.with_columns(sampled=done if slices is None else done & slices.member())
+    measured = tasks.filter(pl.col("sampled"))
+    windows = call_windows(measured.select("start_time", "end_time"))
+    calls = call_waste(store, filters, measured["h"].to_list(), windows)
+    calls = calls.join(measured.select("h", *_KEYS).unique("h"), on="h", how="inner")
+    per_model = calls.group_by(*_KEYS, "provider", "model").agg(
+        pl.col(c).sum() for c in (*COUNTS, "failed_attempts_usd", "retried_attempts_usd")
+    )
+    missed = (
+        per_model.filter(pl.col("missed_tokens") > 0).select("provider", "model").unique().sort("provider", "model")
+    )
+    latest = measured["start_time"].max()
+    at = latest if isinstance(latest, datetime) else datetime.now(UTC).replace(tzinfo=None)
+    rates = model_rates(store, filters) if len(missed) else {}
+    discounts = miss_discounts(list(missed.iter_rows()), rates, at)
+    per_model = priced_misses(per_model.with_columns(pl.col(c).cast(pl.Int64) for c in COUNTS), discounts)
+    return tasks, per_model, slices, discounts
+
+
+def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer:
+    """Cost per completed task (and its interval), success rate and waste, for everything ``filters`` select and,
+    with ``options.by`` / ``options.bucket``, per group."""
+    by, bucket = options.by, options.bucket
+    if by is not None and by not in DIMENSIONS:
+        raise UsageError(f"by: unknown dimension {by!r} (one of: {', '.join(DIMENSIONS)})")
+    scope = task_scope(filters, (by,) if by in CALL_DIMENSIONS else ())
+    group = "CAST(NULL AS VARCHAR)" if by is None else by
+    time = "CAST(NULL AS TIMESTAMP)" if bucket is None else f"date_trunc('{bucket}', start_time)"
+    tasks = frame(store, _tasks_sql(scope, group, time), filters, max_rows=100_000_000)
+    tasks = tasks.with_columns(pl.col(c).cast(pl.Int64) for c in ("tool_calls", "attempts", "unpriced_calls"))
+
+    tasks, per_model, slices, discounts = _call_figures(store, filters, tasks, options)
+    per_group = per_model.group_by(_KEYS).agg(pl.col(c).sum() for c in _CALL_SUMS)
+    groups = _group_figures(tasks)
+    joined = groups.join(per_group, on=_KEYS, how="left", nulls_equal=True)
+    raw = joined.to_dicts()
+    measured = [_measure(r, slices is not None) for r in raw]
+    t = _total(raw, measured, slices is not None, groups.columns)
+
+    finished = tasks.filter(pl.col("outcome") != RUNNING).select(*_KEYS, "outcome", "cost_usd", "h")
+    finished = finished.with_columns(micro_usd=pl.Series(micro_usd(finished["cost_usd"]), dtype=pl.Int64))
+    ci = _interval(finished, options.confidence)
+    success = wilson_ci(int(t["completed"]), int(t["tasks"]), options.confidence)
+    notes = _notes(t, slices, discounts)
+    table = None
+    if (by is not None or bucket is not None) and measured:
+        table = _groups_table(measured, finished, by, bucket, options.confidence, ci, notes)
+    figures = _summary(t, ci, success, options.confidence, slices)
+    figures["groups"] = len(measured) if table is not None else 0
+    return CostAnswer(
+        filters,
+        cost_per_completed_task_usd=figures["cost_per_completed_task_usd"],
+        interval=ci,
+        spend_usd=figures["spend_usd"],
+        waste_usd=figures["waste_usd"],
+        figures=figures,
+        waste=_waste_table(t),
+        groups=table,
+        notes=notes,
+    )
+
+
+def _groups_table(
+    measured: list[dict[str, Any]],
+    finished: pl.DataFrame,
+    by: str | None,
+    bucket: str | None,
+    confidence: float,
+    whole: Interval,
+    notes: list[str],
+) -> pl.DataFrame:
+    everything = pl.DataFrame(measured, infer_schema_length=None)
+    shown = _shown(everything, by, bucket)
+    keys = list(zip(shown["grp"].to_list(), shown["bucket"].to_list(), strict=True))
+    alone = everything.filter(pl.col("tasks") > 0).height == 1
+    intervals, skipped = _group_intervals(finished, keys, confidence, whole, alone)
+    rows = [_row(r, by, bucket) | _ci_columns(i) for r, i in zip(shown.to_dicts(), intervals, strict=True)]
+    money = dict.fromkeys((*_GROUP_MONEY, "ci_low_usd", "ci_high_usd"), _MONEY)
+    if len(everything) > len(shown):
+        which = "the latest" if by is None else "the costliest"
+        notes.append(f"showing {len(shown)} of {len(everything)} groups ({which}); the summary covers all")
+    if skipped:
+        notes.append(
+            f"no interval for {skipped} smaller groups: the bootstrap budget ({BOOTSTRAP_BUDGET_UNITS:,} "
+            "tasks) went to the costlier ones; narrow the filters to get theirs"
+        )
+    return pl.DataFrame(rows, schema_overrides=money, infer_schema_length=None)
+
+
+def _ci_columns(i: Interval) -> dict[str, Any]:
+    low, high = i.usd()
+    return {"ci_low_usd": low, "ci_high_usd": high, "ci_method": i.method}
+
+
+def _notes(t: dict[str, Any], slices: Slices | None, discounts: Discounts) -> list[str]:
+    attempts, unpriced = int(t["attempts"]), int(t["unpriced_calls"])
+    notes = [
+        f"coverage: {attempts - unpriced:,} of {attempts:,} call attempts of finished tasks priced"
+        + (f"; {unpriced:,} unpriced, excluded from every dollar figure" if unpriced else "")
+    ]
+    if t["in_progress"]:
+        notes.append(
+            f"{int(t['in_progress']):,} tasks still running (no outcome yet) are left out; they spent "
+            f"{format_usd(_d(t['in_progress_usd']))} so far ({int(t['in_progress_unpriced']):,} unpriced attempts)"
+        )
+    notes.append(
+        f"cache misses: {int(t['fingerprint_calls']):,} repeat calls measured by the SDK's prompt fingerprint, "
+        f"{int(t['estimated_calls']):,} estimated as min(previous input, this input)"
+    )
+    if t["missed_unpriced_tokens"]:
+        why = [f"no cache-read rate known for {', '.join(discounts.unknown)}"] if discounts.unknown else []
+        if t["missed_tokens_unpriced_calls"]:
+            why.append(f"{int(t['missed_tokens_unpriced_calls']):,} of them in unpriced or self-hosted calls")
+        notes.append(
+            f"{int(t['missed_unpriced_tokens']):,} missed cache tokens are not priced ({'; '.join(why)}): "
+            "not in the cache-miss dollars"
+        )
+    if discounts.listed:
+        notes.append(
+            f"cache misses of {', '.join(discounts.listed)} are priced at the price data's list rates (input - cache "
+            "read): their stored costs show no cache-read rate (none of their priced calls read the cache)"
+        )
+    if slices is not None:
+        notes.append(
+            f"retries and cache misses measured on the {int(t['sampled_completed']):,} of {int(t['completed']):,} "
+            f"completed tasks that started in {len(slices.ranges)} evenly spaced time slices, scaled to the rest "
+            "by LLM spend (dollars) and by tasks (attempts, tokens); --exact measures them all"
+        )
+    if t["unmeasured_groups"]:
+        notes.append(
+            f"{t['unmeasured_groups']} groups had no completed task in the sample: their waste is not shown (the "
+            "summary scales the whole sample to the whole selection instead of adding up groups); --exact measures them"
+        )
+    return notes
+
+
+def _summary(
+    t: dict[str, Any], ci: Interval, success: Interval, confidence: float, slices: Slices | None
+) -> dict[str, Any]:
+    completed, tasks, attempts = int(t["completed"]), int(t["tasks"]), int(t["attempts"])
+    low, high = ci.usd()
+    return {
+        "tasks": tasks,
+        "completed": completed,
+        "failed": int(t["failed"]),
+        "abandoned": int(t["abandoned"]),
+        "in_progress_tasks": int(t["in_progress"]),
+        "in_progress_spend_usd": _d(t["in_progress_usd"]),
+        "success_rate": None if not tasks else completed / tasks,
+        "success_ci_low": None if success.method == "none" else success.low,
+        "success_ci_high": None if success.method == "none" else success.high,
+        "spend_usd": t["spend"],
+        "cost_per_completed_task_usd": _div(t["spend"], completed),
+        "ci_low_usd": low,
+        "ci_high_usd": high,
+        "ci_method": ci.method,
+        "confidence": confidence,
+        "waste_usd": t["waste_usd"],
+        "waste_share": _share(t["waste_usd"], t["spend"]),
+        "failed_tasks_usd": t["failed_tasks_usd"],
+        "superseded_attempts_usd": t["superseded_usd"],
+        "cache_miss_usd": t["cache_miss_usd"],
+        "tool_spend_usd": _d(t["tool_usd"]),
+        "attempts": attempts,
+        "attempts_per_completed_task": None if not completed else attempts / completed,
+        "superseded_attempts": int(t["superseded_attempts"]),
+        "resent_uncached_tokens": int(t["resent_uncached_tokens"]),
+        "resent_uncached_tokens_per_completed_task": (
+            None if not completed else int(t["resent_uncached_tokens"]) / completed
+        ),
+        "unpriced_calls": int(t["unpriced_calls"]),
+        "priced_share": None if not attempts else (attempts - int(t["unpriced_calls"])) / attempts,
+        "cache_miss_fingerprint_calls": int(t["fingerprint_calls"]),
+        "cache_miss_estimated_calls": int(t["estimated_calls"]),
+        "cache_miss_unpriced_tokens": int(t["missed_unpriced_tokens"]),
+        "waste_sampled": slices is not None,
+        "waste_measured_tasks": int(t["sampled_completed"]),
+    }
+
+
+def _run(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer:
+    return cost(store, filters, options)
+
+
+QUESTION = Question(
+    name="cost",
+    help="cost per completed task, with its waste (failed tasks, retries, cache misses)",
+    run=_run,
+    options=CostOptions,
+)
