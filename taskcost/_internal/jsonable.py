@@ -16,7 +16,7 @@ def json_value(v: Any) -> Any:
     if v is None or isinstance(v, bool | int | float | str):
         return v
     if isinstance(v, Decimal):
-        return str(v)
+        return format(v, "f")  # positional always: 0 at 12 places is "0.000000000000", never "0E-12"
     if isinstance(v, dt.datetime | dt.date | dt.time):
         return v.isoformat()
     if isinstance(v, dt.timedelta):

@@ -1,9 +1,10 @@
 """Per-token rates by model, as the stored costs used them: what cache savings and misses are priced at.
 
 A call's ``price_detail`` lists the rate of each unit it used (``lines``: ``unit``, ``usd_per_mtok``). The rate of a
-unit for a model is taken from the latest priced call of that model that used the unit (one aggregate pass over the
-selected calls, then a few JSON documents parsed here): the model's current rate, which is each call's own rate
-unless the price changed inside the window. Self-hosted calls (priced per GPU-hour) have no per-token rates.
+unit for a model is taken from the latest priced call of that model that used the unit (an aggregate over narrow
+columns of the selected calls, then the price detail of those few calls, parsed here): the model's current rate,
+which is each call's own rate unless the price changed inside the window. Self-hosted calls (priced per GPU-hour)
+have no per-token rates.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from taskcost.analytics._answer import frame
-from taskcost.analytics._filters import Filters, Sql, call_scope
+from taskcost.analytics._filters import Filters, Sql, call_scope, utc_text
 from taskcost.store import ReadStore
 
 __all__ = ["UNITS", "ModelRates", "model_rates", "rates_frame"]
@@ -66,19 +67,48 @@ _COLUMNS = {
 
 
 def model_rates(store: ReadStore, filters: Filters) -> dict[tuple[str | None, str | None], ModelRates]:
-    """(provider, model) -> its per-token rates, over the calls ``filters`` select (token-priced calls only)."""
-    latest = ",\n".join(
-        f"arg_max(price_detail, start_time) FILTER (WHERE {col} > 0) AS {unit}" for unit, col in _COLUMNS.items()
-    )
+    """(provider, model) -> its per-token rates, over the calls ``filters`` select (token-priced calls only).
+
+    Two reads, so that no large text column is scanned: the latest start time per model and unit (narrow columns),
+    then the price detail of only the calls at those times (the time range lets the store skip the rest)."""
+    latest = ", ".join(f"max(start_time) FILTER (WHERE {col} > 0) AS {unit}" for unit, col in _COLUMNS.items())
     sql = Sql("WITH ") + call_scope(filters)
     sql += Sql(
         f"\nSELECT provider, model, {latest}\nFROM scoped_calls\n"
         "WHERE input_cost_usd IS NOT NULL\nGROUP BY provider, model"
     )
+    times = frame(store, sql, filters)
+    wanted = {
+        (row["provider"], row["model"], unit): row[unit]
+        for row in times.iter_rows(named=True)
+        for unit in UNITS
+        if row[unit] is not None
+    }
+    details: dict[tuple[str | None, str | None, str], Any] = {}
+    if wanted:
+        stamps = [utc_text(t) for t in sorted(set(wanted.values()))]
+        scoped = filters.narrowed(since=None, until=None)
+        find = Sql("WITH ") + call_scope(scoped)
+        find += Sql(
+            "\nSELECT provider, model, start_time, price_detail FROM scoped_calls "
+            "WHERE input_cost_usd IS NOT NULL AND start_time >= CAST(? AS TIMESTAMP) "
+            "AND start_time <= CAST(? AS TIMESTAMP) AND start_time IN ("
+            + ", ".join("CAST(? AS TIMESTAMP)" for _ in stamps)
+            + ")",
+            [stamps[0], stamps[-1], *stamps],
+        )
+        for row in frame(store, find, filters).iter_rows(named=True):
+            for unit in UNITS:
+                key = (row["provider"], row["model"], unit)
+                at = wanted.get(key)
+                if at is not None and at == row["start_time"] and _unit_rate(row["price_detail"], unit) is not None:
+                    details[key] = row["price_detail"]
     out = {}
-    for row in frame(store, sql, filters).iter_rows(named=True):
-        rates = {unit: _unit_rate(row[unit], unit) for unit in UNITS}
-        out[(row["provider"], row["model"])] = ModelRates(row["provider"], row["model"], **rates)
+    for provider, model in {(p, m) for p, m, _ in wanted} | {
+        (r["provider"], r["model"]) for r in times.iter_rows(named=True)
+    }:
+        rates = {unit: _unit_rate(details.get((provider, model, unit)), unit) for unit in UNITS}
+        out[(provider, model)] = ModelRates(provider, model, **rates)
     return out
 
 
