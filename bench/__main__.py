@@ -22,6 +22,8 @@ TARGETS = {
     "query_10m_s": 0.5,
     "sdk_ratio": 1.5,
     "queryable_s": 5.0,
+    "analytics_1m_s": 0.2,
+    "analytics_10m_s": 1.0,
 }
 
 
@@ -98,11 +100,11 @@ def _memory_lines(long: Any, memory_limit: str) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
-    ap.add_argument("--only", choices=["ingest", "query", "reprice", "sdk"], action="append")
+    ap.add_argument("--only", choices=["ingest", "query", "analytics", "reprice", "sdk"], action="append")
     ap.add_argument("--senders", type=int, default=8, help="concurrent senders (agents) in the ingest run")
     ap.add_argument("--ingest-runs", type=int, default=3, help="ingest runs; the median is reported")
     args = ap.parse_args()
-    parts = args.only or ["ingest", "query", "reprice", "sdk"]
+    parts = args.only or ["ingest", "query", "analytics", "reprice", "sdk"]
     lines = [
         "# Benchmark results",
         "",
@@ -235,6 +237,31 @@ def main() -> None:
             "(`dedupe_window_spans`) whatever the history's size.",
             "",
         ]
+    if "analytics" in parts:
+        from bench.analytics import DOORS, PARAMS, run_analytics
+
+        print("analytics ...", flush=True)
+        sizes = (20_000, 100_000) if args.quick else (1_000_000, 10_000_000)
+        res = run_analytics(sizes, repeats=3 if args.quick else 5, cli_repeats=2 if args.quick else 3)
+        t1, t10 = TARGETS["analytics_1m_s"], TARGETS["analytics_10m_s"]
+        lines += [
+            "## Analytics questions (median seconds)",
+            "",
+            f"Each question over the query history above ({sizes[0]:,} and {sizes[1]:,} calls), asked three ways:"
+            " the library function on the open store; `GET /api/analytics/<question>` from a client to the real"
+            " server (uvicorn, DuckDB with the server's memory limit and threads) and back; the CLI"
+            " (`taskcost <question> --url ... --format json`, a fresh process each time, start-up included)."
+            f" Targets: < {t1} s at 1M calls, < {t10} s at 10M, end to end.",
+            "",
+            "| question (parameters) | door | " + " | ".join(f"{n:,} calls" for n in sizes) + " | targets |",
+            "|---|---|---|---|---|",
+        ]
+        for name, params in PARAMS.items():
+            shown = " ".join(f"{k}={v}" for k, v in params.items()) or "defaults"
+            for door in DOORS:
+                a, b = res[(name, sizes[0], door)], res[(name, sizes[1], door)]
+                lines.append(f"| {name} ({shown}) | {door} | {a:.3f} | {b:.3f} | {_ok(a < t1)} / {_ok(b < t10)} |")
+        lines.append("")
     if "reprice" in parts:
         from bench.reprice import run_reprice
 

@@ -449,3 +449,11 @@ def test_the_task_ratio_interval_above_the_bootstrap_size_matches_a_bootstrap() 
     ).confidence_interval
     assert ci.method == "delta"
     assert (ci.low, ci.high) == (pytest.approx(ref.low, rel=0.03), pytest.approx(ref.high, rel=0.03))
+
+
+def test_the_power_z_written_out_is_scipys() -> None:
+    from scipy.stats import norm
+
+    from taskcost.analytics._canary_stats import POWER_Z
+
+    assert float(norm.ppf(0.80)) == POWER_Z

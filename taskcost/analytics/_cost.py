@@ -25,13 +25,12 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import polars as pl
 from pydantic import Field
-from scipy import stats
 
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, Filters, Sql, task_scope
 from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.analytics._rates import model_rates
-from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, wilson_ci
+from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, stats, wilson_ci
 from taskcost.analytics._waste import (
     COUNTS,
     SAMPLE_ATTEMPTS,

@@ -30,12 +30,11 @@ from typing import Any, ClassVar, Literal
 
 import polars as pl
 from pydantic import Field
-from scipy import stats
 
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._filters import CALL_DIMENSIONS, MIXED, Filters, Sql, call_scope, task_scope
 from taskcost.analytics._question import Options, Question
-from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, wilson_ci
+from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, stats, wilson_ci
 from taskcost.store import ReadStore
 
 __all__ = ["QUESTION", "PerTokenAnswer", "PerTokenOptions", "per_token"]

@@ -9,12 +9,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 __all__ = [
+    "stats",
     "BOOTSTRAP_MAX_UNITS",
     "BOOTSTRAP_RESAMPLES",
     "SEED",
@@ -25,6 +26,19 @@ __all__ = [
     "usd_from_micro",
     "wilson_ci",
 ]
+
+
+class _Lazy:
+    """``scipy.stats``, imported on first use: it takes most of a second to import, and the CLI builds its commands
+    from the questions' modules, so an import at their top would slow every ``taskcost`` command."""
+
+    def __getattr__(self, name: str) -> Any:
+        import scipy.stats
+
+        return getattr(scipy.stats, name)
+
+
+stats: Any = _Lazy()
 
 SEED = 20261204
 """Every resampling is seeded: the same data gives the same interval."""
