@@ -27,6 +27,7 @@ class AnswerTable(BaseModel):
     title: str
     columns: list[str]
     rows: list[list[Any]]
+    display: list[str] | None = Field(None, description="The columns a terminal shows, when not all.")
 
 
 class AnswerDoc(BaseModel):

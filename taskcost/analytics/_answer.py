@@ -48,6 +48,7 @@ class Table:
     name: str
     title: str
     frame: pl.DataFrame
+    display: tuple[str, ...] = ()  # the columns a terminal shows (all when empty); CSV and JSON carry every column
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,9 @@ class Answer:
             "question": self.question,
             "filters": self.filters.model_dump(mode="json", exclude_defaults=True),
             "summary": json_value(self.summary()),
-            "tables": {t.name: {"title": t.title, **frame_json(t.frame)} for t in self.tables()},
+            "tables": {
+                t.name: {"title": t.title, **frame_json(t.frame), **({"display": list(t.display)} if t.display else {})}
+                for t in self.tables()
+            },
             "notes": list(self.notes),
         }

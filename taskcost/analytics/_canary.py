@@ -149,8 +149,31 @@ class CanaryAnswer(Answer):
     def tables(self) -> list[Table]:
         title = f"{self.dimension}: {self.baseline} (baseline) vs {self.candidate} (candidate)"
         return [
-            Table("metrics", f"Canary, {title}: verdict {self.verdict}", self.metrics),
-            Table("arms", title, self.arms),
+            Table(
+                "metrics",
+                f"Canary, {title}: verdict {self.verdict}",
+                self.metrics,
+                display=(
+                    "metric",
+                    "n_baseline",
+                    "n_candidate",
+                    "baseline",
+                    "candidate",
+                    "effect",
+                    "ci_low",
+                    "ci_high",
+                    "margin",
+                    "outcome",
+                    "rule",
+                    "needed_n",
+                ),
+            ),  # fmt: skip
+            Table(
+                "arms",
+                title,
+                self.arms,
+                display=("arm", "value", "calls", "errors", "finished_tasks", "completed_tasks", "cost_usd"),
+            ),
         ]
 
 

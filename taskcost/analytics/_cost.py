@@ -101,7 +101,14 @@ class CostAnswer(Answer):
         return dict(self.figures)
 
     def tables(self) -> list[Table]:
-        out = [Table("waste", "Waste: what bought nothing (disjoint parts), and tool spend beside it", self.waste)]
+        out = [
+            Table(
+                "waste",
+                "Waste: what bought nothing (disjoint parts), and tool spend beside it",
+                self.waste,
+                display=("kind", "amount_usd", "share_of_spend", "tasks", "calls", "tokens", "unpriced_calls"),
+            )
+        ]
         if self.groups is not None:
             out.insert(0, Table("groups", "Cost per completed task, per group", self.groups))
         return out

@@ -50,8 +50,10 @@ def _cell(column: str, value: Any) -> str:
             return format_usd(Decimal(str(value)))
         except ArithmeticError:
             return str(value)
+    if isinstance(value, float) and column.endswith(("_share", "_rate")) and 0 <= value <= 1:
+        return f"{value:.1%}"
     if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
+        return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     if isinstance(value, list | dict):
@@ -85,10 +87,14 @@ def render(doc: dict[str, Any], fmt: Format, table: str | None = None) -> None:
     for name, t in tables.items():
         if table is not None and name != table:
             continue
-        rich = Table(*t["columns"], title=t.get("title") or name, title_justify="left")
+        shown = [c for c in t.get("display") or t["columns"] if c in t["columns"]]
+        at = [t["columns"].index(c) for c in shown]
+        rich = Table(*shown, title=t.get("title") or name, title_justify="left")
         for row in t["rows"]:
-            rich.add_row(*[_cell(c, v) for c, v in zip(t["columns"], row, strict=True)])
+            rich.add_row(*[_cell(c, row[i]) for c, i in zip(shown, at, strict=True)])
         out.print(rich)
+        if len(shown) < len(t["columns"]):
+            err.print(f"({len(t['columns']) - len(shown)} more columns: --format csv or json)", highlight=False)
     for note in doc.get("notes", []):
         err.print(f"note: {note}", highlight=False)
 
