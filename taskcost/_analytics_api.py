@@ -38,6 +38,7 @@ class AnswerDoc(BaseModel):
     summary: dict[str, Any] = Field(description="The headline figures.")
     tables: dict[str, AnswerTable]
     notes: list[str] = Field(description="What a reader must know: coverage, estimates used, why there is no answer.")
+    terminal_keys: list[str] | None = Field(None, description="The summary keys a terminal shows, when not all.")
 
 
 def _endpoint(

@@ -97,3 +97,20 @@ def test_readme_first_screen_has_the_two_commands() -> None:
     assert "make run" in first_screen and "make test" in first_screen
     ci = (REPO / ".ci" / "run").read_text()
     assert "make test" in ci
+
+
+def test_every_analytics_question_and_option_is_documented() -> None:
+    """docs/analytics.md has a section per question (its CLI command named in it) naming every option."""
+    from taskcost.analytics import QUESTIONS, Filters
+
+    text = (DOCS / "analytics.md").read_text()
+    common = ("Asking", "Filters", "Money", "The answer")
+    sections = [s for s in re.split(r"^## ", text, flags=re.M)[1:] if not s.startswith(common)]
+    for name, q in QUESTIONS.items():
+        section = next((s for s in sections if f"taskcost {name} " in s or f"taskcost {name}\n" in s), None)
+        assert section is not None, f"docs/analytics.md has no section using `taskcost {name}`"
+        for option in q.options.model_fields:
+            flag = "--" + option.replace("_", "-")
+            assert f"`{option}`" in section or flag in section, f"{name}: option {option} is not documented"
+    for field in Filters.model_fields:
+        assert f"`{field}`" in text, f"filter {field} is not in docs/analytics.md"

@@ -58,6 +58,7 @@ class Answer:
     (coverage, which estimate was used, why there is no answer)."""
 
     question: ClassVar[str] = ""
+    terminal_keys: ClassVar[tuple[str, ...]] = ()  # summary keys a terminal shows, in order (all when empty)
     filters: Filters
     notes: list[str] = field(default_factory=list, kw_only=True)
 
@@ -77,4 +78,5 @@ class Answer:
                 for t in self.tables()
             },
             "notes": list(self.notes),
+            **({"terminal_keys": list(self.terminal_keys)} if self.terminal_keys else {}),
         }

@@ -108,6 +108,11 @@ class Throughput:
 @dataclass(frozen=True)
 class BreakevenAnswer(Answer):
     question: ClassVar[str] = "breakeven"
+    terminal_keys: ClassVar[tuple[str, ...]] = (
+        "verdict", "tokens_per_hour", "peak_tokens_per_hour", "api_monthly_usd", "rent_always_on_usd",
+        "rent_autoscaled_usd", "best_hybrid_usd", "best_hybrid_replicas", "breakeven_tokens_per_hour",
+        "utilisation", "gpu", "usd_per_gpu_hour", "tokens_per_s", "throughput_source", "confidence",
+    )  # fmt: skip
     direction: str  # "api" (API traffic, priced as if rented), "self_hosted", "mixed", or "none"
     profile: Profile | None
     rental: Rental | None

@@ -106,6 +106,10 @@ class CanaryAnswer(Answer):
     """The verdict, one row per metric (``metrics``) and one per arm (``arms``)."""
 
     question: ClassVar[str] = "canary"
+    terminal_keys: ClassVar[tuple[str, ...]] = (
+        "verdict", "dimension", "baseline", "candidate", "worse_metrics", "inconclusive_metrics",
+        "needed_calls_per_arm", "needed_tasks_per_arm", "baseline_calls", "candidate_calls",
+    )  # fmt: skip
     dimension: str
     baseline: str
     candidate: str

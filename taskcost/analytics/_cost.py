@@ -89,6 +89,11 @@ class CostAnswer(Answer):
     (``figures``: the summary's keys, see docs/analytics.md); the waste table; one row per group when grouped."""
 
     question: ClassVar[str] = "cost"
+    terminal_keys: ClassVar[tuple[str, ...]] = (
+        "cost_per_completed_task_usd", "ci_low_usd", "ci_high_usd", "spend_usd", "tasks", "completed", "failed",
+        "abandoned", "in_progress_tasks", "success_rate", "waste_usd", "waste_share", "tool_spend_usd",
+        "attempts_per_completed_task", "resent_uncached_tokens_per_completed_task", "unpriced_calls", "priced_share",
+    )  # fmt: skip
     cost_per_completed_task_usd: Decimal | None
     interval: Interval
     spend_usd: Decimal | None

@@ -50,7 +50,7 @@ def _cell(column: str, value: Any) -> str:
             return format_usd(Decimal(str(value)))
         except ArithmeticError:
             return str(value)
-    if isinstance(value, float) and column.endswith(("_share", "_rate")) and 0 <= value <= 1:
+    if isinstance(value, float) and (column.endswith(("_share", "_rate")) or "share_of" in column) and 0 <= value <= 1:
         return f"{value:.1%}"
     if isinstance(value, float):
         return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
@@ -81,8 +81,10 @@ def render(doc: dict[str, Any], fmt: Format, table: str | None = None) -> None:
         return
     filters = ", ".join(f"{k}={v}" for k, v in doc.get("filters", {}).items()) or "all data"
     out.print(f"[bold]{doc.get('question', '')}[/] ({filters})", highlight=False)
-    for key, value in doc.get("summary", {}).items():
-        if not isinstance(value, dict | list):
+    summary = doc.get("summary", {})
+    for key in doc.get("terminal_keys") or list(summary):
+        value = summary.get(key)
+        if key in summary and not isinstance(value, dict | list):
             out.print(f"  {key.replace('_', ' ')}: {_cell(key, value)}", highlight=False)
     for name, t in tables.items():
         if table is not None and name != table:
