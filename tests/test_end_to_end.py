@@ -86,6 +86,34 @@ def test_one_priced_completed_task_from_agent_code_to_sql(server: Server) -> Non
     assert "coverage: 3 of 3 call attempts priced" in summary
 
 
+def test_the_readmes_four_questions_answer_as_it_shows(server: Server) -> None:
+    """README.md, "The four questions": the figures it prints from the quick-start task."""
+    _run_agent(server)
+    readme = (REPO / "README.md").read_text()
+    cost = run_cli("cost", "--db", str(server.db)).stdout
+    for line in (
+        "  cost per completed task usd: $0.072700",
+        "  waste usd: $0.025500",
+        "  waste share: 35.1%",
+        "│ failed_attempts  │ $0.022800  │ 31.4%          │ -     │ 1     │ 1,000  │ 0              │",
+        "│ cache_misses     │ $0.002700  │ 3.7%           │ -     │ 1     │ 1,000  │ 0              │",
+    ):
+        assert line in cost and line in readme, line
+    # the waste by hand: the failed first answer, and the retry's 1,000 re-sent prompt tokens at sonnet's input
+    # rate less its cache-read rate ($3.00 - $0.30 per million)
+    assert Decimal("0.0228") == SONNET_FIRST and 1_000 * (Decimal("3.00") - Decimal("0.30")) / M == Decimal("0.0027")
+    canary = run_cli(
+        "canary", "--db", str(server.db), "--dimension", "model", "--baseline", "gpt-4o",
+        "--candidate", "claude-sonnet-4-5", check=False,
+    )  # fmt: skip
+    assert canary.returncode == 3
+    for line in ("  verdict: not_enough_data", "  needed calls per arm: 1,000", "  needed tasks per arm: 100"):
+        assert line in canary.stdout and line in readme, line
+    breakeven = run_cli("breakeven", "--db", str(server.db), "--gpu", "coreweave-1x-h100", "--tokens-per-s", "2500")
+    verdict = next(x for x in breakeven.stdout.splitlines() if x.startswith("  verdict: "))
+    assert verdict in readme and "breaks even at 2,966,263 tokens/hour" in verdict
+
+
 def test_cli_reads_the_file_directly_once_the_server_is_gone(server: Server) -> None:
     _run_agent(server)
     server.proc.terminate()
