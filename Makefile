@@ -6,11 +6,11 @@ STAMP := $(VENV)/.installed
 DB ?= taskcost.duckdb
 PORT ?= 4318
 
-.PHONY: install run test lint unit bench clean
+.PHONY: install run demo test lint unit bench clean
 
 $(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt tests/interop/js/package-lock.json
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q -c constraints.txt -e ./sdk -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e ./sdk -e '.[dev,demo]'
 	@# the JavaScript OpenTelemetry SDK, for the interop tests (they skip, saying so, where npm is absent)
 	if command -v npm >/dev/null; then npm ci --prefix tests/interop/js --no-audit --no-fund; fi
 	touch $(STAMP)
@@ -20,6 +20,11 @@ install: $(STAMP)
 ## The main job: the collector (OTLP/HTTP on :4318, SQL API, dashboards) on the embedded DuckDB file.
 run: $(STAMP)
 	$(BIN)/taskcost serve --db $(DB) --port $(PORT)
+
+## A live demo: the service on its own database (taskcost-demo.duckdb), fed for 5 minutes (or until Ctrl-C) by a
+## simulated fleet of agents through the real SDK and LLM clients against a local fake model server.
+demo: $(STAMP)
+	$(BIN)/taskcost demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

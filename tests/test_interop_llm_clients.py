@@ -13,8 +13,9 @@ from decimal import Decimal
 
 import pytest
 
+from taskcost.demo.fake_llm import FakeLLM
 from tests.conftest import Server
-from tests.interop.fake_llm import FakeLLM
+from tests.interop.fake_llm import interop_llm
 from tests.interop.runner import calls_by_service, priced, run_modes, sql
 
 M = Decimal(1_000_000)
@@ -28,7 +29,7 @@ SONNET = (200 * Decimal("3.00") + 1_800 * Decimal("0.30") + 500 * Decimal("3.75"
 
 @pytest.fixture
 def fake_llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as llm:
+    with interop_llm() as llm:
         yield llm
 
 
@@ -37,7 +38,7 @@ def test_openai_through_openllmetry_and_openinference_costs_what_the_sdk_records
 ) -> None:
     modes = ["openai-sdk", "openai-openllmetry", "openai-openinference"]
     run_modes(modes, server.url, fake_llm.url)
-    assert len(fake_llm.seen) == 6  # two real calls per mode reached the API
+    assert len(fake_llm.requests()) == 6  # two real calls per mode reached the API
     calls = calls_by_service(server.url)
     assert sorted(calls) == sorted(modes)
     expected = [(1200, 1000, None, 300, "openai", "gpt-4o", GPT4O)] * 2
@@ -63,7 +64,7 @@ def test_anthropic_client_spans_beside_instrumentations_count_each_call_once(ser
         "anthropic-both",
     ]
     run_modes(modes, server.url, fake_llm.url)
-    assert len(fake_llm.seen) == 10
+    assert len(fake_llm.requests()) == 10
     calls = calls_by_service(server.url)
     assert sorted(calls) == sorted(modes)
     # input inclusive of cache: 200 + 1,800 + 500

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from taskcost.cli import (  # noqa: F401  (each registers its commands)
     _analytics,
+    _demo,
     _keys,
     _prices,
     _query,

@@ -1,5 +1,6 @@
-"""A real local HTTP server that speaks the OpenAI (chat completions, responses) and Anthropic (messages)
-wire formats, for driving the real ``openai`` and ``anthropic`` client libraries in tests.
+"""The fake model server (``taskcost.demo.fake_llm``, the project's one: a real local HTTP server that speaks the
+OpenAI chat completions / responses and Anthropic messages wire formats), for driving the real ``openai`` and
+``anthropic`` client libraries in tests.
 
     with FakeLLM() as llm:
         llm.script(Fault(429, retry_after_ms=5), Reply(usage={...}))
@@ -11,7 +12,8 @@ never blocked by its telemetry. Both listen on 127.0.0.1 only.
 
 from __future__ import annotations
 
+from taskcost.demo.fake_llm import Drop, FakeLLM, Fault, Received, Reply, Stall
+
 from .collector import FakeCollector
-from .server import Drop, FakeLLM, Fault, Received, Reply, Stall
 
 __all__ = ["Drop", "FakeCollector", "FakeLLM", "Fault", "Received", "Reply", "Stall"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from .server import FakeLLM
+from taskcost.demo.fake_llm import FakeLLM
 
 __all__ = ["fake_llm", "sdk_env", "sql"]
 

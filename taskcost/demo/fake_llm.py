@@ -1,27 +1,42 @@
 """FakeLLM: OpenAI chat completions / responses and Anthropic messages over real HTTP on 127.0.0.1.
 
-Each request takes the next scripted step (``Reply``, ``Fault``, ``Stall``, ``Drop``), or a default ``Reply``
-when the script is empty. Usage is sent verbatim in the provider's wire format: what the test writes is
-exactly what the provider would send (Anthropic's ``input_tokens`` exclusive of cache, OpenAI's
-``prompt_tokens`` inclusive of ``cached_tokens``). Every request is recorded (headers and JSON body).
+The one fake model server of this project: the tests drive the real ``openai`` and ``anthropic`` clients against it,
+and ``taskcost demo`` runs its simulated fleet against it. It stands in for a provider at the HTTP boundary, so the
+client libraries (and any instrumentation wrapped around them) run unchanged.
+
+Each request takes the next scripted step (``Reply``, ``Fault``, ``Stall``, ``Drop``); when the script is empty,
+the ``responder`` chooses the step from the request (default: a plain ``Reply()``). Usage is sent verbatim in the
+provider's wire format: what the caller writes is exactly what the provider would send (Anthropic's
+``input_tokens`` exclusive of cache, OpenAI's ``prompt_tokens`` inclusive of ``cached_tokens``). Every request is
+recorded (headers and JSON body) unless ``record=False``. Routes are matched on the path's end, so one server can
+stand for several endpoints under different path prefixes (``/vllm/v1/chat/completions``).
+
+    with FakeLLM() as llm:
+        llm.script(Fault(429, retry_after_ms=5), Reply(usage={...}))
+        client = openai.OpenAI(base_url=llm.openai_url, api_key="k")
+
+As a script, ``python -m taskcost.demo.fake_llm [PORT]`` serves plain replies until killed and prints its URL.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Drop", "Fault", "FakeLLM", "Received", "Reply", "Stall"]
+__all__ = ["Drop", "Fault", "FakeLLM", "Received", "Reply", "Responder", "Stall", "Step", "api_of"]
 
 
 class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
     def handle_error(self, request: object, client_address: object) -> None:
         pass  # a client that hung up, or a connection we dropped on purpose
 
@@ -34,11 +49,11 @@ class Reply:
     """A successful answer. ``usage`` is the provider's own usage object, sent as given (None: a default)."""
 
     text: str = "Hello there, agent."
-    model: str | None = None  # default: the requested model with a dated suffix
+    model: str | None = None  # default: the requested model
     usage: Mapping[str, Any] | None = None
     finish_reason: str | None = None  # default: "stop" (OpenAI chat), "end_turn" (Anthropic)
     first_token_delay: float = 0.0  # seconds before the first content event of a stream (or the body)
-    chunk_delay: float = 0.0  # seconds between further stream events
+    chunk_delay: float = 0.0  # seconds between further stream events (a body waits for all of them too)
     chunks: int = 3  # content pieces of a streamed answer
     response_id: str | None = None
     cut_after: int | None = None  # drop the connection after this many stream events (a broken stream)
@@ -51,6 +66,7 @@ class Fault:
     status: int
     retry_after_ms: int | None = 5  # small, so the clients' own retries happen within milliseconds
     headers: Mapping[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds before the error answer
 
 
 @dataclass(frozen=True)
@@ -68,6 +84,18 @@ class Drop:
 Step = Reply | Fault | Stall | Drop
 
 
+def api_of(path: str) -> str | None:
+    """Which API a request path is for: ``chat`` (OpenAI chat completions), ``responses`` or ``messages``."""
+    path = path.split("?")[0].rstrip("/")
+    if path.endswith("/chat/completions"):
+        return "chat"
+    if path.endswith("/responses"):
+        return "responses"
+    if path.endswith("/messages"):
+        return "messages"
+    return None
+
+
 @dataclass(frozen=True)
 class Received:
     method: str
@@ -76,18 +104,46 @@ class Received:
     body: Any
     at: float
 
+    @property
+    def api(self) -> str | None:
+        return api_of(self.path)
+
+    @property
+    def model(self) -> str | None:
+        model = self.body.get("model") if isinstance(self.body, dict) else None
+        return str(model) if model is not None else None
+
+
+Responder = Callable[[Received], Step]
+"""Chooses the answer to a request when no scripted step is queued (called on the request's own thread)."""
+
 
 class FakeLLM:
-    """The server. Use as a context manager; ``openai_url`` and ``anthropic_url`` are the clients' base URLs."""
+    """The server. Use as a context manager (or ``start()`` / ``close()``); ``openai_url`` and ``anthropic_url``
+    are the clients' base URLs."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        responder: Responder | None = None,
+        record: bool = True,
+    ) -> None:
         self._script: deque[Step] = deque()
         self._lock = threading.Lock()
         self.received: list[Received] = []
-        self._server = _QuietServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
+        self.responder = responder
+        self.record = record
+        self._server = _QuietServer((host, port), _handler_for(self))
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), name="fake-llm", daemon=True)
+        self._started = self._closed = False
         self._counter = 0
+        self._hurry = threading.Event()
+
+    @property
+    def host(self) -> str:
+        return str(self._server.server_address[0])
 
     @property
     def port(self) -> int:
@@ -95,7 +151,7 @@ class FakeLLM:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def openai_url(self) -> str:
@@ -105,16 +161,39 @@ class FakeLLM:
     def anthropic_url(self) -> str:
         return self.url
 
-    def __enter__(self) -> FakeLLM:
-        self._thread.start()
+    def start(self) -> FakeLLM:
+        with self._lock:
+            if not self._started:
+                self._started = True
+                self._thread.start()
         return self
+
+    def __enter__(self) -> FakeLLM:
+        return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
-        self._server.shutdown()
+        """Stop serving (requests in flight finish on their own threads); safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            started = self._started
+        if started:
+            self._server.shutdown()
         self._server.server_close()
+
+    stop = close
+
+    def hurry(self) -> None:
+        """From now on answer at once: requests in flight skip the rest of their delays (a fast shutdown)."""
+        self._hurry.set()
+
+    def pause(self, seconds: float) -> None:
+        """A scripted delay (cut short by ``hurry()``)."""
+        self._hurry.wait(seconds)
 
     def script(self, *steps: Step) -> None:
         """Queue steps; each request consumes one."""
@@ -130,13 +209,23 @@ class FakeLLM:
         with self._lock:
             return [r for r in self.received if r.path.split("?")[0].endswith(path_suffix)]
 
+    @property
+    def served(self) -> int:
+        """Requests answered (or refused) so far, recorded or not."""
+        return self._counter
+
     # -- used by the handler --------------------------------------------------------------------
 
     def _next(self, received: Received) -> tuple[Step, int]:
         with self._lock:
-            self.received.append(received)
+            if self.record:
+                self.received.append(received)
             self._counter += 1
-            return (self._script.popleft() if self._script else Reply()), self._counter
+            scripted = self._script.popleft() if self._script else None
+            n = self._counter
+        if scripted is not None:
+            return scripted, n
+        return (self.responder(received) if self.responder is not None else Reply()), n
 
 
 def _handler_for(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
@@ -166,25 +255,25 @@ class _Handler(BaseHTTPRequestHandler):
             body = None
         headers = {k.lower(): v for k, v in self.headers.items()}
         received = Received("POST", self.path, headers, body, time.time())
-        step, n = self.server_llm._next(received)
-        path = self.path.split("?")[0]
-        if path.endswith("/chat/completions"):
-            api = "chat"
-        elif path.endswith("/responses"):
-            api = "responses"
-        elif path.endswith("/messages"):
-            api = "messages"
-        else:
-            self._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+        api = received.api
+        if api is None:
+            self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            return
+        try:
+            step, n = self.server_llm._next(received)
+        except Exception as exc:  # a responder bug: answer as a provider would, never hang the client
+            self._json(500, {"error": {"message": f"fake LLM responder failed: {exc!r}", "type": "api_error"}})
             return
         if isinstance(step, Drop):
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
         if isinstance(step, Stall):
-            time.sleep(step.seconds)
+            self.server_llm.pause(step.seconds)
             step = Reply()
         if isinstance(step, Fault):
+            if step.delay:
+                self.server_llm.pause(step.delay)
             self._fault(api, step)
             return
         request = body if isinstance(body, dict) else {}
@@ -193,8 +282,9 @@ class _Handler(BaseHTTPRequestHandler):
         if request.get("stream"):
             self._sse(_EVENTS[api](step, request, model, rid), step)
         else:
-            if step.first_token_delay:
-                time.sleep(step.first_token_delay)
+            wait = step.first_token_delay + step.chunk_delay * max(0, len(_pieces(step.text, step.chunks)) - 1)
+            if wait > 0:
+                self.server_llm.pause(wait)
             self._json(200, _BODIES[api](step, request, model, rid))
 
     # -- writing ----------------------------------------------------------------------------------
@@ -236,7 +326,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if delay:
-                    time.sleep(delay)
+                    self.server_llm.pause(delay)
                 text = data if isinstance(data, str) else json.dumps(data)
                 frame = (f"event: {event}\n" if event else "") + f"data: {text}\n\n"
                 chunk = frame.encode()
@@ -431,3 +521,15 @@ def _messages_events(
 
 _BODIES = {"chat": _chat_body, "responses": _responses_body, "messages": _messages_body}
 _EVENTS = {"chat": _chat_events, "responses": _responses_events, "messages": _messages_events}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m taskcost.demo.fake_llm [PORT]``: serve plain replies on 127.0.0.1 until killed."""
+    args = sys.argv[1:] if argv is None else argv
+    llm = FakeLLM(port=int(args[0]) if args else 0, record=False).start()
+    print(llm.url, flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

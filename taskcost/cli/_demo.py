@@ -1,0 +1,521 @@
+"""`taskcost demo`: the service on a database of its own, fed live by a simulated fleet of agents.
+
+The service is ``taskcost serve`` itself, run as a child process (in a session of its own, so that Ctrl-C reaches
+the demo first and the server is stopped only after every span was flushed), with the demo's clusters file and a
+one-minute GPU-hour window. The fleet (``taskcost.demo.fleet``) runs in this process: agent threads, the real SDK
+and the real ``openai`` / ``anthropic`` clients, against the fake model server (``taskcost.demo.fake_llm``) on a
+loopback port. Each minute the demo asks the server to re-price, so self-hosted calls get their share of the
+clusters' GPU-hours once their window has ended.
+
+Ctrl-C (or SIGTERM) once: the agents finish the task in hand; twice: they abandon it (the fake model answers the
+calls in flight at once). Then the spans are flushed, the clusters are handed back at the end of the current window,
+the demo waits for that window to end (Ctrl-C again: it does not) and has it allocated, and the server stops (its
+writer drained): every span sent is stored, and the summary says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated, Any
+
+import httpx
+import typer
+from rich.live import Live
+from rich.text import Text
+
+from taskcost.cli._common import app, err, fail, out
+from taskcost.cli._target import PricingServer, RemoteStore, running_server, server_info_path
+from taskcost.pricing import RepriceReport, format_usd
+from taskcost.store import QueryError, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from taskcost.demo.fake_llm import FakeLLM
+    from taskcost.demo.fleet import Fleet
+
+__all__ = ["demo"]
+
+DEFAULT_DB = Path("taskcost-demo.duckdb")
+DEFAULT_PORT = 4318
+_PORTS_TRIED = 20
+_STARTUP_S = 120.0
+_FINISH_TASKS_S = 120.0  # after the first Ctrl-C, how long the agents may take to finish their tasks
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no obstacle
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _pick_port(port: int | None) -> int:
+    if port is not None:
+        if not _free(port):
+            raise fail(f"port {port} on 127.0.0.1 is in use; pick another with --port")
+        return port
+    for candidate in range(DEFAULT_PORT, DEFAULT_PORT + _PORTS_TRIED):
+        if _free(candidate):
+            return candidate
+    raise fail(f"ports {DEFAULT_PORT}-{DEFAULT_PORT + _PORTS_TRIED - 1} are all in use; pick one with --port")
+
+
+def clusters_path(db: Path) -> Path:
+    return db.with_name(db.stem + ".clusters.toml")
+
+
+def log_path(db: Path) -> Path:
+    return db.with_name(db.stem + ".serve.log")
+
+
+@dataclass
+class _Server:
+    proc: subprocess.Popen[bytes]
+    db: Path
+    url: str
+    token: str
+    log: Path
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> int | None:
+        """SIGTERM (uvicorn's graceful stop: requests finish, the writer drains), then wait; kill only if stuck."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def _start_server(db: Path, port: int, clusters: Path, signals: _Signals) -> _Server:
+    """``taskcost serve`` on the demo database, in a session of its own (the terminal's Ctrl-C goes to the demo)."""
+    from taskcost.demo.models import CLUSTER_WINDOW_S
+
+    log = log_path(db)
+    env = {**os.environ, "TASKCOST_CLUSTERS_FILE": str(clusters), "TASKCOST_CLUSTER_WINDOW_S": str(CLUSTER_WINDOW_S)}
+    cmd = [sys.executable, "-m", "taskcost", "serve", "--db", str(db), "--port", str(port)]
+    cmd += ["--host", "127.0.0.1", "--grpc-port", "0"]
+    with log.open("ab") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    server = _Server(proc, db, url, "", log)
+    deadline = time.monotonic() + _STARTUP_S
+    while True:
+        if not server.alive():
+            raise fail(f"the server did not start (see {log}):\n{server.log_tail()}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                info = running_server(db)
+                if info is not None and info.get("url") == url:
+                    server.token = str(info.get("admin_token") or "")
+                    return server
+        if signals.count:
+            server.stop()
+            raise typer.Exit(130)
+        if time.monotonic() > deadline:
+            server.stop()
+            raise fail(f"the server did not answer within {_STARTUP_S:.0f} s (see {log})")
+        signals.changed.wait(0.2)
+
+
+class _Repricer:
+    """Asks the server to re-price once each GPU-hour window has ended (on a thread: the progress line goes on)."""
+
+    def __init__(self, server: _Server, window_s: int, since: datetime) -> None:
+        self.server = server
+        self.window_s = window_s
+        self.since = since
+        self.last: RepriceReport | None = None
+        self.error: str | None = None
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._done_window = self._window(time.time())
+
+    def _window(self, at: float) -> int:
+        return int(at // self.window_s)
+
+    def tick(self) -> None:
+        """Start a re-price when a window ended since the last one (and none is running)."""
+        window = self._window(time.time() - 3)  # a few seconds of grace for the calls that ended at the boundary
+        if window > self._done_window and (self._thread is None or not self._thread.is_alive()):
+            self._done_window = window
+            self._thread = threading.Thread(target=self.run, name="demo-reprice", daemon=True)
+            self._thread.start()
+
+    def run(self) -> None:
+        asked = PricingServer(self.server.url, self.server.token, timeout_s=600.0)
+        try:
+            doc = asked.post("/api/admin/reprice", {"since": self.since.isoformat()})
+            report = RepriceReport.from_json(doc)
+        except (StoreUnavailableError, httpx.HTTPError, KeyError, ValueError) as exc:
+            with self._lock:
+                self.error = str(exc)
+            return
+        finally:
+            asked.close()
+        with self._lock:
+            self.last, self.error = report, None
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+
+@dataclass
+class _Totals:
+    completed: int = 0
+    failed: int = 0
+    abandoned: int = 0
+    spend: Decimal | None = None
+    awaiting: int = 0  # self-hosted calls not priced yet (their window has not been allocated)
+    calls: int = 0
+    spans: int | None = None  # spans stored (asked for at the end only)
+
+
+def _totals(server: _Server, run_like: str, *, spans: bool = False) -> _Totals | None:
+    """This run's figures as the server has them (None when it cannot answer now)."""
+    from taskcost.demo.fleet import SERVICE_NAME
+
+    store = RemoteStore(server.url, server.token, timeout_s=10.0)
+    try:
+        [tasks] = store.query(
+            "SELECT count(*) FILTER (WHERE outcome = 'completed'), count(*) FILTER (WHERE outcome = 'failed'),"
+            " count(*) FILTER (WHERE outcome = 'abandoned'), sum(cost_usd) FROM tasks"
+            " WHERE service_name = ? AND task_id LIKE ?",
+            [SERVICE_NAME, run_like],
+        ).rows
+        [calls] = store.query(
+            "SELECT count(*), count(*) FILTER (WHERE deployment = 'self_hosted' AND cost_usd IS NULL) FROM llm_calls"
+            " WHERE service_name = ? AND task_id LIKE ?",
+            [SERVICE_NAME, run_like],
+        ).rows
+        stored = None
+        if spans:
+            [(stored,)] = store.query(
+                "SELECT count(*) FROM spans WHERE service_name = ? AND attributes->>'taskcost.task.id' LIKE ?",
+                [SERVICE_NAME, run_like],
+            ).rows
+    except (QueryError, StoreUnavailableError, httpx.HTTPError, ValueError):
+        return None
+    finally:
+        store.close()
+    spend = tasks[3] if tasks[3] is None else Decimal(str(tasks[3]))
+    return _Totals(
+        int(tasks[0]),
+        int(tasks[1]),
+        int(tasks[2]),
+        spend,
+        int(calls[1]),
+        int(calls[0]),
+        None if stored is None else int(stored),
+    )
+
+
+def _clock(seconds: float) -> str:
+    s = max(0, int(seconds))
+    return f"{s // 60}:{s % 60:02d}"
+
+
+def _progress(fleet: Fleet, totals: _Totals | None, elapsed: float, total_s: float, note: str = "") -> Text:
+    """Two short lines (they fit 80 columns): the fleet's tasks, then what the collector has and priced."""
+    st = fleet.stats
+    running = st.started - st.finished
+    text = Text(
+        f"{_clock(elapsed)} / {_clock(total_s)}  tasks: {st.completed} completed, {st.failed} failed, "
+        f"{st.abandoned} abandoned, {running} running"
+    )
+    second = note
+    if not second and totals is not None:
+        second = f"collector: {totals.calls} call attempts, spend {format_usd(totals.spend, places=4, none='$0')}"
+        if totals.awaiting:
+            second += f", {totals.awaiting} self-hosted awaiting GPU-hours"
+    if second:
+        text.append("\n" + second, style="dim")
+    return text
+
+
+class _Signals:
+    """Ctrl-C / SIGTERM: the first stops the fleet (tasks in hand finish), the second abandons the tasks."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.changed = threading.Event()
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        self.changed.set()
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[_Signals]:
+        previous = {s: signal.signal(s, self) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def _stopped_on_error(fleet: Fleet) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        fleet.abandon()
+        fleet.join(30)
+        raise
+
+
+@app.command()
+def demo(
+    db: Annotated[
+        Path, typer.Option("--db", help="The demo's own DuckDB file (created; kept afterwards, runs add up)")
+    ] = DEFAULT_DB,
+    port: Annotated[
+        int | None,
+        typer.Option(help="Port of the service (default: 4318, or the next free port after it)", show_default=False),
+    ] = None,
+    minutes: Annotated[float, typer.Option(min=0.05, help="How long the fleet runs (or until Ctrl-C)")] = 5.0,
+    agents: Annotated[int, typer.Option(min=1, max=200, help="Agent threads (eight kinds of agent, replicated)")] = 16,
+    seed: Annotated[
+        int | None, typer.Option(help="Random seed of the fleet and the fake models (default: a new one, printed)")
+    ] = None,
+    speed: Annotated[
+        float, typer.Option(min=0.1, max=100.0, help="Simulated time runs this much faster (latencies divided)")
+    ] = 1.0,
+    keep_serving: Annotated[
+        bool, typer.Option("--keep-serving", help="After the fleet stops, keep serving the data until Ctrl-C")
+    ] = False,
+) -> None:
+    """Start the service on its own demo database and feed it live from a simulated fleet of agents (real SDK,
+    real openai/anthropic clients, a local fake model server): several task kinds, API and self-hosted endpoints
+    (GPU-hours from a clusters file), two vLLM versions, two GPU types, stable and broken prompt prefixes,
+    retries, failed and abandoned tasks. Prints the dashboard URL; stops after --minutes or on Ctrl-C."""
+    try:
+        import taskcost.demo.fleet  # noqa: F401  (the demo extra: taskcost-sdk, openai, anthropic)
+        from taskcost.demo.fake_llm import FakeLLM
+        from taskcost.demo.models import SimulatedModels, clusters_toml, read_periods, rent
+    except ImportError as exc:
+        raise fail(
+            f"the demo needs the openai and anthropic clients and taskcost-sdk ({exc.name} is missing): "
+            "pip install 'taskcost[demo]' (make install does)"
+        ) from None
+    import taskcost_sdk as tc
+
+    db = db.absolute()
+    if running_server(db) is not None:
+        raise fail(f"a taskcost server already runs on {db} (see {server_info_path(db)}); stop it, or pick --db")
+    seed = seed if seed is not None else int.from_bytes(os.urandom(4), "big")
+    chosen = _pick_port(port)
+    clusters = clusters_path(db)
+    earlier = read_periods(clusters.read_text()) if clusters.exists() else []
+    if earlier is None:
+        raise fail(f"{clusters} exists and was not written by taskcost demo; move it, or pick another --db")
+    # the clusters are rented for this run (and a margin for the tasks in hand): the end is set when it stops
+    now = datetime.now(UTC)
+    periods = rent(earlier, now, now + timedelta(minutes=minutes, seconds=_FINISH_TASKS_S + 60))
+    clusters.write_text(clusters_toml(periods))
+    signals = _Signals()
+    with signals.installed():
+        server = _start_server(db, chosen, clusters, signals)
+        fake = FakeLLM(responder=SimulatedModels(seed=seed, speed=speed), record=False).start()
+        try:
+            code = _run(
+                server,
+                fake,
+                _Rental(clusters, periods),
+                signals,
+                agents=agents,
+                seed=seed,
+                speed=speed,
+                minutes=minutes,
+                keep=keep_serving,
+            )
+        finally:
+            tc.shutdown(timeout_millis=60_000)  # a no-op after a clean run
+            tc.uninstrument()
+            fake.close()
+            stopped = server.stop()
+    how = "" if stopped in (0, -signal.SIGTERM) else f" (exit code {stopped}; see {server.log})"
+    out.print(
+        f"server stopped{how}. To look at the demo data again:\n"
+        f"  TASKCOST_CLUSTERS_FILE={clusters} taskcost serve --db {db}",
+        highlight=False,
+    )
+    if code:
+        raise typer.Exit(code)
+
+
+@dataclass
+class _Rental:
+    """The demo's clusters file and the periods it rents the clusters for."""
+
+    path: Path
+    periods: list[tuple[datetime, datetime]]
+
+    def end(self, at: datetime) -> datetime:
+        """Hand the clusters back at the end of ``at``'s window (written to the file); returns that end."""
+        from taskcost.demo.models import clusters_toml, return_at
+
+        self.periods = return_at(self.periods, at)
+        self.path.write_text(clusters_toml(self.periods))
+        return self.periods[-1][1]
+
+
+def _run(
+    server: _Server,
+    fake: FakeLLM,
+    rental: _Rental,
+    signals: _Signals,
+    *,
+    agents: int,
+    seed: int,
+    speed: float,
+    minutes: float,
+    keep: bool,
+) -> int:
+    """The fleet against the running server until the time is up or a signal; flush, allocate, report. The exit
+    code: 1 when spans were not delivered or the fleet hit a bug."""
+    import taskcost_sdk as tc
+    from taskcost.demo.fleet import SERVICE_NAME, Fleet, configure_sdk
+    from taskcost.demo.models import CLUSTER_WINDOW_S
+
+    fake_url = fake.url
+    configure_sdk(server.url, fake_url)
+    fleet = Fleet(fake_url, agents=agents, seed=seed, speed=speed)
+    run_like = f"demo-{fleet.run_id}-%"
+    repricer = _Repricer(server, CLUSTER_WINDOW_S, rental.periods[-1][0])
+    out.print(
+        f"[bold]taskcost demo[/]: DEMO DATA (service.name [bold]{SERVICE_NAME}[/], "
+        f"deployment.environment.name=demo, task ids {run_like.rstrip('%')}...) in {server.db}\n"
+        f"  dashboards  [bold]{server.url}/dash/[/]\n"
+        f'  SQL         taskcost sql --db {server.db} "SELECT kind, outcome, count(*) FROM tasks GROUP BY ALL"\n'
+        f"  {agents} agents, seed {seed}, speed {speed:g}, for {minutes:g} min; Ctrl-C stops (twice: abandons tasks)\n"
+        f"  fake model server {fake_url}, server log {server.log}",
+        highlight=False,
+    )
+    total_s = minutes * 60.0
+    start = time.monotonic()
+    totals: _Totals | None = None
+    code = 0
+    with _stopped_on_error(fleet):
+        fleet.start()
+        live = Live(console=err, auto_refresh=False, transient=False) if err.is_terminal else None
+        shown: contextlib.AbstractContextManager[Any] = live if live is not None else contextlib.nullcontext()
+        last_plain = last_query = 0.0
+
+        def show(line: Text, every: float) -> None:
+            nonlocal last_plain
+            if live is not None:
+                live.update(line, refresh=True)
+            elif time.monotonic() - last_plain >= every:
+                err.print(line, highlight=False)
+                last_plain = time.monotonic()
+
+        with shown:
+            while True:
+                elapsed = time.monotonic() - start
+                if signals.count or elapsed >= total_s or not server.alive() or fleet.stats.errors:
+                    break
+                if time.monotonic() - last_query >= 3.0:
+                    totals = _totals(server, run_like) or totals
+                    last_query = time.monotonic()
+                repricer.tick()
+                show(_progress(fleet, totals, elapsed, total_s), 15.0)
+                signals.changed.wait(0.5)
+            # stopping: the agents finish their tasks (or abandon them: a second Ctrl-C, or they take too long)
+            fleet.stop()
+            finish_by = time.monotonic() + _FINISH_TASKS_S
+            while not fleet.join(0.5):
+                if signals.count >= 2 or time.monotonic() > finish_by or not server.alive():
+                    fleet.abandon()
+                    fake.hurry()  # the calls in flight answer now: the agents abandon at their next step
+                    note = "abandoning the tasks in hand ..."
+                elif signals.count:
+                    note = "finishing the tasks in hand (Ctrl-C again: abandon them) ..."
+                else:
+                    note = "time is up: finishing the tasks in hand ..."
+                show(_progress(fleet, totals, time.monotonic() - start, total_s, note), 5.0)
+            if not server.alive():
+                raise fail(f"the server stopped unexpectedly (see {server.log}):\n{server.log_tail()}")
+            show(_progress(fleet, totals, time.monotonic() - start, total_s, "sending the last spans ..."), 0.0)
+            flushed = tc.force_flush(timeout_millis=60_000)
+            exported = tc.export_stats()
+            tc.shutdown(timeout_millis=60_000)
+            # the clusters are handed back at the end of this window; once it has ended, its GPU-hours are shared out
+            until = rental.end(datetime.now(UTC))
+            repricer.wait()
+            presses = signals.count
+            while signals.count == presses and (left := (until - datetime.now(UTC)).total_seconds() + 2) > 0:
+                note = f"waiting {left:.0f} s for the GPU-hour window to end, to share it out (Ctrl-C: skip)"
+                show(Text(note), 15.0)
+                signals.changed.clear()
+                signals.changed.wait(min(1.0, left))
+            show(Text("sharing out the GPU-hours ..."), 0.0)
+            repricer.run()  # the windows that ended since the last re-price
+        if exported.failed or exported.dropped or not flushed:
+            err.print(
+                f"[bold red]warning:[/] spans not delivered: {exported.failed} failed, {exported.dropped} dropped"
+                + ("" if flushed else ", the flush timed out"),
+                highlight=False,
+            )
+            code = 1
+        totals = _totals(server, run_like, spans=True) or totals
+        _summary(fleet, totals, repricer, exported.exported)
+        for e in fleet.stats.errors:
+            err.print(f"[bold red]error in the fleet:[/] {e}", highlight=False)
+            code = 1
+        if keep and signals.count == 0 and server.alive():
+            out.print(f"the fleet stopped; still serving {server.url}/dash/ until Ctrl-C", highlight=False)
+            while not signals.count and server.alive():
+                signals.changed.wait(1.0)
+    return code
+
+
+def _summary(fleet: Fleet, totals: _Totals | None, repricer: _Repricer, spans: int) -> None:
+    st = fleet.stats
+    out.print(
+        f"fleet: {st.started} tasks ({st.completed} completed, {st.failed} failed, {st.abandoned} abandoned, "
+        f"{st.golden} golden), {st.calls} LLM calls, {st.agent_retries} agent retries; {spans} spans sent",
+        highlight=False,
+    )
+    if totals is not None:
+        out.print(
+            f"collector: {totals.calls} call attempts, spend {format_usd(totals.spend, none='$0')}"
+            + ("" if totals.spans is None else f", {totals.spans} spans stored")
+            + (f"; {totals.awaiting} self-hosted calls await their window" if totals.awaiting else ""),
+            highlight=False,
+        )
+    r: Any = repricer.last
+    if r is not None and r.clusters:
+        out.print(
+            f"GPU-hours ({r.clusters}): {r.windows} window(s), bill {format_usd(r.bill_usd)} = attributed "
+            f"{format_usd(r.attributed_usd)} + idle {format_usd(r.idle_usd)}",
+            highlight=False,
+        )
+    elif repricer.error:
+        err.print(f"re-pricing failed: {repricer.error}", highlight=False)

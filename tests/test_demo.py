@@ -1,0 +1,169 @@
+"""`taskcost demo`, real parts only: the real `taskcost serve` process, the real SDK, the real `openai` and
+`anthropic` clients, the fake model server over HTTP. A short, sped-up run must leave in its database everything the
+demo promises (task kinds, both deployments, both vLLM versions and GPU types, GPU-hour costs, broken prefixes,
+retries, failed, abandoned and golden tasks), all of it marked as demo data, with every span sent stored."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import cli_env, free_port, run_cli
+
+pytestmark = pytest.mark.slow
+
+SERVICE = "taskcost-demo"
+
+
+def _demo(db: Path, port: int, *args: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "taskcost", "demo", "--db", str(db), "--port", str(port), "--agents", "8"]
+    return subprocess.Popen(
+        [*cmd, "--seed", "7", "--speed", "10", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+        start_new_session=True,  # as in a terminal: the signals below reach the demo only
+    )
+
+
+def sql(db: Path, query: str) -> list[dict[str, Any]]:
+    return list(json.loads(run_cli("sql", "--db", str(db), "--format", "json", query).stdout))
+
+
+def one(db: Path, query: str) -> Any:
+    [row] = sql(db, query)
+    [value] = row.values()
+    return value
+
+
+def _sent_and_stored(output: str) -> tuple[int, int]:
+    sent = re.search(r"(\d+) spans sent", output)
+    stored = re.search(r"(\d+) spans stored", output)
+    assert sent and stored, output
+    return int(sent.group(1)), int(stored.group(1))
+
+
+def test_a_short_demo_run_has_everything_the_demo_promises(tmp_path: Path) -> None:
+    db, port = tmp_path / "demo.duckdb", free_port()
+    proc = _demo(db, port, "--minutes", "0.25")
+    out, err = proc.communicate(timeout=280)
+    assert proc.returncode == 0, f"{out}\n{err}"
+    assert f"http://127.0.0.1:{port}/dash/" in out and "DEMO DATA" in out
+    sent, stored = _sent_and_stored(out)
+    assert sent == stored > 100  # nothing lost on the way
+    assert not (tmp_path / "demo.duckdb.serve.json").exists()  # the server stopped and let go of the file
+
+    # marked as demo data wherever it shows
+    assert sql(db, "SELECT DISTINCT service_name FROM tasks") == [{"service_name": SERVICE}]
+    assert sql(db, "SELECT DISTINCT service_name FROM llm_calls") == [{"service_name": SERVICE}]
+    assert one(db, "SELECT count(*) FROM tasks WHERE task_id NOT LIKE 'demo-%' OR agent_name NOT LIKE 'demo-%'") == 0
+    envs = sql(db, "SELECT DISTINCT resource_attributes->>'deployment.environment.name' AS env FROM spans")
+    assert envs == [{"env": "demo"}]
+
+    # the fleet: kinds, outcomes, golden tasks, agent retries
+    kinds = {r["kind"] for r in sql(db, "SELECT DISTINCT kind FROM tasks")}
+    assert kinds == {"code_review", "bug_fix", "report", "triage"}
+    outcomes = {r["outcome"]: r["n"] for r in sql(db, "SELECT outcome, count(*) AS n FROM tasks GROUP BY ALL")}
+    assert set(outcomes) == {"completed", "failed", "abandoned"}, outcomes
+    assert outcomes["completed"] > outcomes["failed"] + outcomes["abandoned"]
+    assert one(db, "SELECT count(*) FROM tasks WHERE golden") > 0
+    assert one(db, "SELECT count(*) FROM tasks WHERE retries > 0") > 0
+    reason = "attributes->>'taskcost.call.retry_reason'"
+    assert sql(db, f"SELECT DISTINCT {reason} AS r FROM spans WHERE {reason} IS NOT NULL") == [{"r": "invalid_json"}]
+    # the clients' own retries: failed attempts (429, 5xx) and then, mostly, an answer
+    errors = {r["error_type"] for r in sql(db, "SELECT DISTINCT error_type FROM llm_calls WHERE status = 'error'")}
+    assert {"429", "500"} <= errors, errors
+    assert one(db, "SELECT count(*) FROM llm_calls WHERE attempt > 1 AND status = 'ok'") > 0
+    assert one(db, "SELECT count(*) FROM tool_calls WHERE cost_usd > 0") > 0
+
+    # endpoints: paid APIs priced per token, the real model names
+    api = sql(
+        db,
+        "SELECT provider, model, count(*) AS n, count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced"
+        " FROM llm_calls WHERE deployment = 'api' AND status = 'ok' GROUP BY ALL ORDER BY ALL",
+    )
+    assert {(r["provider"], r["model"]) for r in api} == {
+        ("anthropic", "claude-haiku-4-5-20251001"),
+        ("anthropic", "claude-sonnet-4-5-20250929"),
+        ("openai", "gpt-4o-2024-08-06"),
+        ("openai", "gpt-4o-mini-2024-07-18"),
+    }
+    assert all(r["unpriced"] == 0 for r in api), api
+    # self-hosted: both vLLM versions on both GPU types, every call priced by GPU-hours once its window ended
+    hosted = sql(
+        db,
+        "SELECT engine, engine_version, gpu_type, cluster_id, count(*) AS n,"
+        " count(*) FILTER (WHERE cost_usd IS NULL OR price_source NOT LIKE 'clusters demo-1%') AS not_by_gpu_hours"
+        " FROM llm_calls WHERE deployment = 'self_hosted' GROUP BY ALL ORDER BY ALL",
+    )
+    assert [(r["engine"], r["engine_version"], r["gpu_type"], r["cluster_id"]) for r in hosted] == [
+        ("vllm", "0.6.0", "A100-80GB", "demo-a100-v060"),
+        ("vllm", "0.6.0", "H100-SXM", "demo-h100-v060"),
+        ("vllm", "0.7.0", "A100-80GB", "demo-a100-v070"),
+        ("vllm", "0.7.0", "H100-SXM", "demo-h100-v070"),
+    ]
+    assert all(r["not_by_gpu_hours"] == 0 for r in hosted), hosted
+    assert Decimal(one(db, "SELECT sum(cost_usd) FROM llm_calls WHERE deployment = 'self_hosted'")) > 0
+
+    # prompt prefixes: stable ones are read from the cache; broken ones (a timestamp up front, which the SDK's lint
+    # reports) never are, and the fingerprint says where the prefix broke
+    cached = {
+        r["agent_name"]: r["cached"]
+        for r in sql(db, "SELECT agent_name, sum(cache_read_tokens) AS cached FROM llm_calls GROUP BY ALL")
+    }
+    linted = {
+        r["agent"]
+        for r in sql(
+            db,
+            "SELECT DISTINCT attributes->>'gen_ai.agent.name' AS agent FROM spans"
+            " WHERE attributes->>'taskcost.prompt.cache_breakers' LIKE '%timestamp@%'",
+        )
+    }
+    broken = {"demo-reporter-h100", "demo-triager-haiku", "demo-fixer-gpt-4o"}
+    assert linted == broken
+    assert all(not cached[a] for a in broken), cached
+    assert all(cached[a] for a in set(cached) - broken), cached
+    assert one(db, "SELECT count(*) FROM llm_calls WHERE prefix_break_block IS NOT NULL") > 0
+    # streamed calls have a time to first token; token counts are spread out, not constant
+    assert one(db, "SELECT count(*) FROM llm_calls WHERE ttft_s > 0") > 0
+    assert one(db, "SELECT count(DISTINCT output_tokens) FROM llm_calls WHERE status = 'ok'") > 50
+
+
+def test_ctrl_c_stops_the_demo_cleanly_and_loses_nothing(tmp_path: Path) -> None:
+    db, port = tmp_path / "demo.duckdb", free_port()
+    proc = _demo(db, port, "--minutes", "5")
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # until the fleet's first tasks are in
+            assert proc.poll() is None, proc.communicate()
+            if (tmp_path / "demo.duckdb.serve.json").exists():
+                done = sql(db, "SELECT count(*) AS n FROM tasks WHERE outcome IS NOT NULL")
+                if done[0]["n"] >= 10:
+                    break
+            assert time.monotonic() < deadline, "no tasks arrived"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)  # the agents finish their tasks ...
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)  # ... or abandon them now; the last window is not waited for
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, f"{out}\n{err}"
+    sent, stored = _sent_and_stored(out)
+    assert sent == stored > 0
+    assert not (tmp_path / "demo.duckdb.serve.json").exists()
+    # every task the fleet started ended with an outcome: none is left open
+    assert one(db, "SELECT count(*) FROM tasks WHERE outcome IS NULL") == 0
+    assert "server stopped." in out
