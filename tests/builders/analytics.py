@@ -93,6 +93,7 @@ class TaskBuilder:
     golden: bool
     agent_version: str | None
     harness_version: str | None
+    agent_name: str | None = None
     calls: list[LLMCallRecord] = field(default_factory=list)
     tools: list[ToolCallRecord] = field(default_factory=list)
     _offset_s: float = 0.0
@@ -150,7 +151,7 @@ class TaskBuilder:
             server_address=None,
             service_name="agent",
             conversation_id=None,
-            agent_name=None,
+            agent_name=self.agent_name,
             agent_version=self.agent_version,
             harness_version=self.harness_version,
             engine=None,
@@ -193,7 +194,7 @@ class TaskBuilder:
             b.tasks.append(
                 TaskRecord(
                     self.trace, span_id, self.task_id, self.kind, self.outcome, start, end, status, None,
-                    self.harness_version, None, self.agent_version, None, "agent", golden=self.golden,
+                    self.harness_version, self.agent_name, self.agent_version, None, "agent", golden=self.golden,
                 )
             )  # fmt: skip
             b.spans.append(_span(self.trace, span_id, start, end))
@@ -218,6 +219,7 @@ class Fleet:
         golden: bool = False,
         agent_version: str | None = None,
         harness_version: str | None = None,
+        agent_name: str | None = None,
     ) -> TaskBuilder:
         t = TaskBuilder(
             self,
@@ -229,6 +231,7 @@ class Fleet:
             golden,
             agent_version,
             harness_version,
+            agent_name,
         )
         self.tasks.append(t)
         return t
