@@ -257,4 +257,6 @@ def test_the_servers_memory_stays_bounded_under_big_value_queries(tmp_path: Path
     finally:
         stop_server(srv)
     peak_mb = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) // 1024
-    assert peak_mb < 900, f"the server peaked at {peak_mb} MB"
+    # idle, the server holds about 220 MB (the analytics it serves load polars and numpy); before the value and
+    # byte limits, these queries took it to 4.3 GB
+    assert peak_mb < 1000, f"the server peaked at {peak_mb} MB"

@@ -247,6 +247,32 @@ class DuckDBStore:
             yield path, info
 
     # -- reading -------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _sandboxed(
+        self, sql: str, timeout_s: float, project: str | None
+    ) -> Iterator[tuple[duckdb.DuckDBPyConnection, str]]:
+        """A query's own cursor (the project's views, the sandbox's checks) and the SQL to run on it, interrupted
+        after ``timeout_s``; DuckDB's errors come out as QueryError saying what a user can do."""
+        if self._closed:
+            raise StoreUnavailableError("store is closed")
+        self._caught_up(timeout_s)
+        cur = self._sandbox.cursor_for(self._con, project)
+        timer = threading.Timer(timeout_s, cur.interrupt)
+        try:
+            timer.start()
+            yield cur, self._sandbox.prepare(cur, sql)
+        except duckdb.InterruptException:
+            raise QueryError(f"query interrupted after the {timeout_s:g} s time limit") from None
+        except duckdb.OutOfMemoryException as exc:
+            raise QueryError(self._out_of_memory(exc)) from None
+        except duckdb.Error as exc:
+            raise QueryError(str(exc)) from None
+        except RecursionError:
+            raise QueryError("the query or its result is nested too deeply") from None
+        finally:
+            timer.cancel()
+            cur.close()
+
     def query(
         self,
         sql: str,
@@ -260,39 +286,20 @@ class DuckDBStore:
         """Run one read-only SELECT over the public views (taskcost/store/_sandbox.py), within a time limit, and
         return at most ``max_rows`` rows and about ``max_bytes`` bytes of values (``truncated`` says so, and
         ``meta["truncated_by"]`` which limit). ``project`` limits every view to that project's rows."""
-        if self._closed:
-            raise StoreUnavailableError("store is closed")
-        self._caught_up(timeout_s)
-        cur = self._sandbox.cursor_for(self._con, project)
-        timer = threading.Timer(timeout_s, cur.interrupt)
-        try:
-            started = time.perf_counter()
-            timer.start()
-            try:
-                runnable = self._sandbox.prepare(cur, sql)
-                rel = cur.execute(runnable, params or [])
-                columns = [d[0] for d in (rel.description or [])]
-                types = [str(d[1]) for d in (rel.description or [])]
-                rows, truncated_by = fetch_bounded(rel, max_rows, max_bytes)
-            except duckdb.InterruptException:
-                raise QueryError(f"query interrupted after the {timeout_s:g} s time limit") from None
-            except duckdb.OutOfMemoryException as exc:
-                raise QueryError(self._out_of_memory(exc)) from None
-            except duckdb.Error as exc:
-                raise QueryError(str(exc)) from None
-            except RecursionError:
-                raise QueryError("the query or its result is nested too deeply") from None
-            return QueryResult(
-                columns=columns,
-                types=types,
-                rows=rows,
-                truncated=truncated_by is not None,
-                elapsed_s=time.perf_counter() - started,
-                meta={"truncated_by": truncated_by} if truncated_by else {},
-            )
-        finally:
-            timer.cancel()
-            cur.close()
+        started = time.perf_counter()
+        with self._sandboxed(sql, timeout_s, project) as (cur, runnable):
+            rel = cur.execute(runnable, params or [])
+            columns = [d[0] for d in (rel.description or [])]
+            types = [str(d[1]) for d in (rel.description or [])]
+            rows, truncated_by = fetch_bounded(rel, max_rows, max_bytes)
+        return QueryResult(
+            columns=columns,
+            types=types,
+            rows=rows,
+            truncated=truncated_by is not None,
+            elapsed_s=time.perf_counter() - started,
+            meta={"truncated_by": truncated_by} if truncated_by else {},
+        )
 
     def arrow(
         self,
@@ -304,34 +311,15 @@ class DuckDBStore:
         project: str | None = None,
     ) -> pa.Table:
         """``query``'s sandbox, time limit and project filter, answered as an Arrow table (analytics)."""
-        if self._closed:
-            raise StoreUnavailableError("store is closed")
-        self._caught_up(timeout_s)
-        cur = self._sandbox.cursor_for(self._con, project)
-        timer = threading.Timer(timeout_s, cur.interrupt)
-        try:
-            timer.start()
-            try:
-                runnable = self._sandbox.prepare(cur, sql)
-                reader: pa.RecordBatchReader = cur.sql(runnable, params=params or None).to_arrow_reader(8192)
-                batches, rows = [], 0
-                for batch in reader:
-                    rows += batch.num_rows
-                    if rows > max_rows:
-                        raise QueryError(f"the answer has more than {max_rows:,} rows")
-                    batches.append(batch)
-                return pa.Table.from_batches(batches, schema=reader.schema)
-            except duckdb.InterruptException:
-                raise QueryError(f"query interrupted after the {timeout_s:g} s time limit") from None
-            except duckdb.OutOfMemoryException as exc:
-                raise QueryError(self._out_of_memory(exc)) from None
-            except duckdb.Error as exc:
-                raise QueryError(str(exc)) from None
-            except RecursionError:
-                raise QueryError("the query or its result is nested too deeply") from None
-        finally:
-            timer.cancel()
-            cur.close()
+        with self._sandboxed(sql, timeout_s, project) as (cur, runnable):
+            reader: pa.RecordBatchReader = cur.sql(runnable, params=params or None).to_arrow_reader(8192)
+            batches, rows = [], 0
+            for batch in reader:
+                rows += batch.num_rows
+                if rows > max_rows:
+                    raise QueryError(f"the answer has more than {max_rows:,} rows")
+                batches.append(batch)
+            return pa.Table.from_batches(batches, schema=reader.schema)
 
     @property
     def engine_settings(self) -> dict[str, str]:
