@@ -297,8 +297,31 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if not args.quick:
-        (HERE / "RESULTS.md").write_text(text + "\n")
-        print(f"\nwritten to {HERE / 'RESULTS.md'}")
+        path = HERE / "RESULTS.md"
+        if args.only and path.exists():  # a partial run replaces its own sections, and keeps the others (dated)
+            text = _merged(path.read_text(), text)
+        path.write_text(text + "\n")
+        print(f"\nwritten to {path}")
+
+
+def _sections(text: str) -> tuple[str, dict[str, str]]:
+    head, *parts = text.split("\n## ")
+    return head, {p.split("\n", 1)[0]: "## " + p.rstrip("\n") for p in parts}
+
+
+def _merged(old: str, new: str) -> str:
+    """``new``'s sections in place of ``old``'s of the same title; ``old``'s other sections kept, marked as from
+    the earlier run (its header says when)."""
+    old_head, old_parts = _sections(old)
+    new_head, new_parts = _sections(new)
+    when = next((line for line in old_head.splitlines() if line.startswith("Run ")), "an earlier run")
+    out = [new_head.rstrip("\n")]
+    for title in [*old_parts, *(t for t in new_parts if t not in old_parts)]:
+        if title in new_parts:
+            out.append(new_parts[title])
+        else:
+            out.append(old_parts[title].replace("\n", f"\n\n(Kept from the earlier run: {when})\n", 1))
+    return "\n\n".join(out)
 
 
 if __name__ == "__main__":

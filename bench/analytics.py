@@ -87,7 +87,7 @@ def run_analytics(
             db = Path(tmp) / f"a{size}.duckdb"
             t = time.perf_counter()
             with DuckDBStore.open(db) as store:
-                load_history(store, size)
+                load_history(store, size, self_hosted=True)
             print(f"  loaded {size:,} calls in {time.perf_counter() - t:.1f} s", flush=True)
             with (
                 DuckDBStore.open(

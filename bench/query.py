@@ -51,13 +51,14 @@ SELECT
     0 AS reasoning_tokens,
     random() AS ttft_s,
     CASE WHEN random() < 0.05 THEN 'error' ELSE 'ok' END AS status,
-    -- one task in five runs on our own GPUs: two engine versions, two GPU types (for canary, changes, breakeven)
-    CASE WHEN (i // 10) % 5 = 0 THEN 'self_hosted' ELSE 'api' END AS deployment,
-    CASE WHEN (i // 10) % 5 = 0 THEN 'vllm' END AS engine,
-    CASE WHEN (i // 10) % 5 = 0 THEN ['0.6.0', '0.7.0'][1 + (i // 20) % 2] END AS engine_version,
-    CASE WHEN (i // 10) % 5 = 0 THEN ['H100', 'A100'][1 + (i // 30) % 2] END AS gpu_type,
-    CASE WHEN (i // 10) % 5 = 0 THEN 'fp8' END AS quantization,
-    CASE WHEN (i // 10) % 5 = 0 THEN 'gpu-a' END AS cluster_id,
+    -- with self_hosted, one task in five runs on our own GPUs: two engine versions, two GPU types (for canary,
+    -- changes, breakeven)
+    CASE WHEN {self_hosted} THEN 'self_hosted' ELSE 'api' END AS deployment,
+    CASE WHEN {self_hosted} THEN 'vllm' END AS engine,
+    CASE WHEN {self_hosted} THEN ['0.6.0', '0.7.0'][1 + (i // 20) % 2] END AS engine_version,
+    CASE WHEN {self_hosted} THEN ['H100', 'A100'][1 + (i // 30) % 2] END AS gpu_type,
+    CASE WHEN {self_hosted} THEN 'fp8' END AS quantization,
+    CASE WHEN {self_hosted} THEN 'gpu-a' END AS cluster_id,
     'h' || ((i // 30) % 3) AS harness_version,
     -- the SDK's prompt fingerprint: every call after a task's first repeats most of its prompt; 1 in 7 breaks it
     (2000 + (i % 13) * 6000) AS prompt_chars,
@@ -109,10 +110,12 @@ QUERIES: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def load_history(store: DuckDBStore, calls: int) -> None:
-    """``calls`` stored LLM calls (and their tasks and tools), bulk-loaded behind the writer, roll-ups rebuilt."""
+def load_history(store: DuckDBStore, calls: int, self_hosted: bool = False) -> None:
+    """``calls`` stored LLM calls (and their tasks and tools), bulk-loaded behind the writer, roll-ups rebuilt.
+    ``self_hosted``: one task in five runs on our own GPUs (engines, versions, GPU types: what the analytics
+    questions compare); without it every call is an API call, as the query and re-price figures were measured."""
     store.admin_query("SELECT setseed(0.42)")
-    store.admin_query(_LOAD.format(n=calls))
+    store.admin_query(_LOAD.format(n=calls, self_hosted="(i // 10) % 5 = 0" if self_hosted else "FALSE"))
     store.admin_query(_TASKS.format(n=calls // 10))
     store.admin_query(_TOOLS.format(n=calls // 30))
     store.rebuild_rollups()  # the rows went in behind the writer: decide its markers and roll-ups from them
