@@ -40,8 +40,8 @@ from taskcost.analytics._breakeven_model import (
 )
 from taskcost.analytics._filters import Filters, Sql, call_scope
 from taskcost.analytics._question import Options, Question, UsageError
-from taskcost.analytics._rates import ModelRates, model_rates
-from taskcost.pricing import TokenUsage, gpu_catalogue, price_call
+from taskcost.analytics._rates import UNITS, ModelRates, completed_rates, listed_rates, model_rates
+from taskcost.pricing import gpu_catalogue
 from taskcost.store import ReadStore
 
 __all__ = ["QUESTION", "BreakevenAnswer", "BreakevenOptions", "Throughput", "breakeven"]
@@ -238,40 +238,6 @@ def _window(filters: Filters, hours: pl.Series) -> tuple[datetime, int]:
     return lo, n
 
 
-def _rate_at(provider: str | None, model: str | None, usage: TokenUsage, at: datetime) -> Decimal | None:
-    price = price_call(provider, model, usage, at)
-    return None if price.cost_usd is None else price.cost_usd / _M
-
-
-def _listed(provider: str | None, model: str | None, at: datetime) -> ModelRates | None:
-    """A model's per-token rates from the price data (genai-prices), for a model no stored call was priced at."""
-    m = 1_000_000
-    units = (
-        TokenUsage(input_tokens=m),
-        TokenUsage(input_tokens=m, cache_read_tokens=m),
-        TokenUsage(input_tokens=m, cache_write_tokens=m),
-        TokenUsage(output_tokens=m),
-    )
-    rates = [_rate_at(provider, model, u, at) for u in units]
-    return None if rates[0] is None else ModelRates(provider, model, *rates)
-
-
-def _complete(rates: ModelRates | None, listed: ModelRates | None) -> tuple[ModelRates | None, bool]:
-    """The stored rates with any missing unit from the price data; a cache unit neither knows is priced at the input
-    rate (what an API without that cache price charges). True when that fallback was used."""
-    base = listed if rates is None else rates
-    if base is None:
-        return None, False
-    fill = {u: getattr(base, u) if getattr(base, u) is not None else getattr(listed, u, None) for u in _UNITS}
-    guessed = base.input is not None and any(fill[u] is None for u in ("cache_read", "cache_write"))
-    if guessed:
-        fill |= {u: fill[u] if fill[u] is not None else base.input for u in ("cache_read", "cache_write")}
-    return ModelRates(base.provider, base.model, **fill), guessed
-
-
-_UNITS = ("input", "cache_read", "cache_write", "output")
-
-
 def _rates(
     store: ReadStore, filters: Filters, options: BreakevenOptions, models: pl.DataFrame, at: datetime
 ) -> pl.DataFrame:
@@ -287,7 +253,9 @@ def _rates(
         if len(found) > 1:
             raise UsageError(f"--api-model {options.api_model}: priced at several providers; give --api-provider")
         stored_target = found[0] if found else None
-        target, target_guessed = _complete(stored_target, _listed(options.api_provider, options.api_model, at))
+        target, target_guessed = completed_rates(
+            stored_target, listed_rates(options.api_provider, options.api_model, at)
+        )
         if target is None:
             raise UsageError(f"--api-model {options.api_model}: no stored call and no price data prices it")
     rows = []
@@ -301,19 +269,19 @@ def _rates(
             if own is None and deployment == "self_hosted":
                 api = [r for r in by_model.get(model, []) if r.provider == provider] or by_model.get(model, [])
                 own = api[0] if len(api) == 1 else None
-            complete = own is not None and all(getattr(own, u) is not None for u in _UNITS)
+            complete = own is not None and all(getattr(own, u) is not None for u in UNITS)
             rates, guessed = (
                 (own, False)
                 if complete
-                else _complete(own, _listed(provider if deployment == "api" else None, model, at))
+                else completed_rates(own, listed_rates(provider if deployment == "api" else None, model, at))
             )
             label = "own rates" if deployment == "api" else "the same model's API rates"
         if guessed:
             label += "; cache tokens at the input rate"
-        per_mtok = {u: None if rates is None or getattr(rates, u) is None else getattr(rates, u) * _M for u in _UNITS}
+        per_mtok = {u: None if rates is None or getattr(rates, u) is None else getattr(rates, u) * _M for u in UNITS}
         rows.append({"provider": provider, "model": model, "deployment": deployment, **per_mtok, "priced_at": label})
     schema: dict[str, Any] = {"provider": pl.String, "model": pl.String, "deployment": pl.String}
-    schema |= dict.fromkeys(_UNITS, _MONEY) | {"priced_at": pl.String}
+    schema |= dict.fromkeys(UNITS, _MONEY) | {"priced_at": pl.String}
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -344,10 +312,10 @@ def _traffic(
         "output": pl.col("output_tokens"),
     }
     # a model is priced when every unit it used has a rate; then its hours' API charge in $ x 1e6 (exact)
-    priced = pl.all_horizontal([(tokens[u] == 0) | pl.col(u).is_not_null() for u in _UNITS])
-    api_umtok = pl.sum_horizontal([tokens[u].cast(_MONEY) * pl.col(u).fill_null(0) for u in _UNITS])
+    priced = pl.all_horizontal([(tokens[u] == 0) | pl.col(u).is_not_null() for u in UNITS])
+    api_umtok = pl.sum_horizontal([tokens[u].cast(_MONEY) * pl.col(u).fill_null(0) for u in UNITS])
     models = models.join(rates, on=keys, how="left", nulls_equal=True).with_columns(priced.alias("priced"))
-    hourly = hourly.join(models.select(*keys, *_UNITS, "priced"), on=keys, how="left", nulls_equal=True)
+    hourly = hourly.join(models.select(*keys, *UNITS, "priced"), on=keys, how="left", nulls_equal=True)
     hourly = hourly.filter(pl.col("priced")).with_columns(
         api_umtok.alias("api_umtok"),
         (pl.col("input_tokens") + pl.col("output_tokens")).alias("tokens"),
@@ -367,7 +335,7 @@ def _traffic(
         ((pl.col("input_tokens") + pl.col("output_tokens")) / window_hours).alias("tokens_per_hour"),
         "active_hours",
         pl.col("priced_at").fill_null("no rate: excluded").alias("priced_at"),
-        *(pl.col(u).alias(f"{u}_usd_per_mtok") for u in _UNITS),
+        *(pl.col(u).alias(f"{u}_usd_per_mtok") for u in UNITS),
         "api_umtok",
         pl.col("cost_usd").alias("observed_cost_usd"),
         (pl.col("calls") - pl.col("priced_calls")).alias("unpriced_calls"),

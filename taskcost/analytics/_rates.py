@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -18,9 +19,10 @@ import polars as pl
 
 from taskcost.analytics._answer import frame
 from taskcost.analytics._filters import Filters, Sql, call_scope, utc_text
+from taskcost.pricing import TokenUsage, price_call
 from taskcost.store import ReadStore
 
-__all__ = ["UNITS", "ModelRates", "model_rates", "rates_frame"]
+__all__ = ["UNITS", "ModelRates", "completed_rates", "listed_rates", "model_rates", "rates_frame"]
 
 UNITS = ("input", "cache_read", "cache_write", "output")
 _M = Decimal(1_000_000)
@@ -128,3 +130,37 @@ def rates_frame(rates: dict[tuple[str | None, str | None], ModelRates]) -> pl.Da
         for r in rates.values()
     ]
     return pl.DataFrame(rows, schema=schema)
+
+
+_LISTED_TOKENS = 1000  # a small prompt: long-context tiers (above 200k tokens, say) do not apply
+
+
+def listed_rates(provider: str | None, model: str | None, at: datetime) -> ModelRates | None:
+    """A model's per-token list rates from the bundled price data (genai-prices) at ``at``, for a model no stored call
+    shows a rate of: each unit priced on a small prompt. None when the price data does not know the model."""
+    at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    n = _LISTED_TOKENS
+
+    def per_token(usage: TokenUsage) -> Decimal | None:
+        cost = price_call(provider, model, usage, at).cost_usd
+        return None if cost is None else cost / n
+
+    full = per_token(TokenUsage(input_tokens=n))
+    if full is None:
+        return None
+    read = per_token(TokenUsage(input_tokens=n, cache_read_tokens=n))
+    write = per_token(TokenUsage(input_tokens=n, cache_write_tokens=n))
+    return ModelRates(provider, model, full, read, write, per_token(TokenUsage(output_tokens=n)))
+
+
+def completed_rates(rates: ModelRates | None, listed: ModelRates | None) -> tuple[ModelRates | None, bool]:
+    """The stored rates with any missing unit from the list rates; a cache unit neither knows is priced at the input
+    rate (what an API without that cache price charges). True when that fallback was used."""
+    base = listed if rates is None else rates
+    if base is None:
+        return None, False
+    fill = {u: getattr(base, u) if getattr(base, u) is not None else getattr(listed, u, None) for u in UNITS}
+    guessed = base.input is not None and any(fill[u] is None for u in ("cache_read", "cache_write"))
+    if guessed:
+        fill |= {u: fill[u] if fill[u] is not None else base.input for u in ("cache_read", "cache_write")}
+    return ModelRates(base.provider, base.model, **fill), guessed

@@ -27,7 +27,7 @@ spaced time slices (``sample_slices``; one per time bucket when there are few): 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
 import numpy as np
@@ -35,8 +35,7 @@ import polars as pl
 
 from taskcost.analytics._answer import frame
 from taskcost.analytics._filters import Filters, Sql, utc_text
-from taskcost.analytics._rates import ModelRates
-from taskcost.pricing import TokenUsage, price_call
+from taskcost.analytics._rates import ModelRates, listed_rates
 from taskcost.store import ReadStore
 
 __all__ = [
@@ -254,17 +253,6 @@ class Discounts:
     unknown: list[str]  # provider/model with no rate at all: their missed tokens stay unpriced
 
 
-def _listed_discount(provider: str | None, model: str | None, at: datetime) -> Decimal | None:
-    """The list-price cache discount of a model (the bundled price data), from 1,000 tokens read uncached and read
-    from the cache (a small prompt: long-context tiers do not apply)."""
-    n = 1000
-    full = price_call(provider, model, TokenUsage(input_tokens=n), at.replace(tzinfo=UTC)).cost_usd
-    read = price_call(provider, model, TokenUsage(input_tokens=n, cache_read_tokens=n), at.replace(tzinfo=UTC))
-    if full is None or read.cost_usd is None:
-        return None
-    return max(full - read.cost_usd, Decimal(0)) / n
-
-
 def miss_discounts(
     models: list[tuple[str | None, str | None]], rates: dict[tuple[str | None, str | None], ModelRates], at: datetime
 ) -> Discounts:
@@ -278,7 +266,8 @@ def miss_discounts(
         discount = None if stored is None else stored.cache_discount
         name = f"{key[0]}/{key[1]}"
         if discount is None:
-            discount = _listed_discount(key[0], key[1], at)
+            list_rates = listed_rates(key[0], key[1], at)
+            discount = None if list_rates is None else list_rates.cache_discount
             (unknown if discount is None else listed).append(name)
         if discount is not None:
             out[key] = discount
