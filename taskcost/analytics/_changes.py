@@ -29,18 +29,12 @@ import polars as pl
 from pydantic import Field
 
 from taskcost.analytics._answer import Answer, Table, frame
+from taskcost.analytics._changes_rank import FIELDS, change, rank, sentence, side_by_side
 from taskcost.analytics._filters import Filters, Sql, call_scope, task_scope, utc_text
 from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.store import ReadStore
 
 __all__ = ["FIELDS", "P95", "QUESTION", "ChangesOptions", "Comparison", "Figures", "Fingerprint", "Window", "changes"]
-
-FIELDS: tuple[str, ...] = (
-    "engine", "engine_version", "quantization", "gpu_type", "container_image_name", "cluster_id", "harness_version",
-    "agent_version", "model", "provider", "price_source", "deployment",
-)  # fmt: skip
-"""The fingerprint's fields: ``llm_calls`` columns, each call attempt's own value (``price_source`` is the price
-data version its cost came from)."""
 
 P95 = 0.95
 """p95 latency: of successful call attempts (as the canary's), so that calls failing fast do not look fast."""
@@ -51,9 +45,7 @@ every value it reads: exact over 10M calls it needs more memory than the server'
 _HASH_SCALE = 1_000_000
 MAX_TASK_CALLS = 1000
 """The task mode's per-call table stops here (a note says so)."""
-_EPS = 1e-9  # shares are floats: 0.35 - 0.30 must count as a move of 0.05
 _SCALE = Decimal("0.000000000001")  # money's 12 places (DECIMAL(38, 12))
-_STATUS_ORDER = {"appeared": 0, "share_up": 1, "share_down": 2, "disappeared": 3, "unchanged": 4}
 _REST, _BASELINE = "rest of current window", "baseline window"
 
 
@@ -437,65 +429,6 @@ def _task_notes(label: str, f: Figures) -> list[str]:
     return out
 
 
-def _side_by_side(long: pl.DataFrame, base_calls: int, cur_calls: int, m: float) -> pl.DataFrame:
-    """The fingerprint table of a comparison: one row per (field, value) seen in either window, with its status."""
-    keys = ["field", "field_order", "value"]
-
-    def side(w: str) -> pl.DataFrame:
-        return long.filter(pl.col("w") == w).select(
-            *keys, pl.col("calls").alias(f"calls_{w}"), pl.col("first_seen").alias(f"first_{w}"),
-            pl.col("last_seen").alias(f"last_{w}"),
-        )  # fmt: skip
-
-    both = side("baseline").join(side("current"), on=keys, how="full", coalesce=True, nulls_equal=True)
-    share_b = pl.col("calls_baseline") / base_calls if base_calls else pl.lit(None, pl.Float64)
-    share_c = pl.col("calls_current") / cur_calls if cur_calls else pl.lit(None, pl.Float64)
-    both = both.with_columns(pl.col("calls_baseline", "calls_current").fill_null(0)).with_columns(
-        share_b.alias("share_baseline"), share_c.alias("share_current")
-    )
-    move = pl.col("share_current").fill_null(0) - pl.col("share_baseline").fill_null(0)
-    status = (
-        pl.when(pl.col("calls_baseline") == 0)
-        .then(pl.lit("appeared"))
-        .when(pl.col("calls_current") == 0)
-        .then(pl.lit("disappeared"))
-        .when(move >= max(m, 2 * _EPS) - _EPS)  # a share that did not move is unchanged, even with m = 0
-        .then(pl.lit("share_up"))
-        .when(move <= -max(m, 2 * _EPS) + _EPS)
-        .then(pl.lit("share_down"))
-        .otherwise(pl.lit("unchanged"))
-    )
-    return (
-        both.with_columns(
-            move.alias("share_change"),
-            status.alias("status"),
-            pl.min_horizontal("first_baseline", "first_current").alias("first_seen"),
-            pl.max_horizontal("last_baseline", "last_current").alias("last_seen"),
-        )
-        .sort(["field_order", "calls_current", "calls_baseline", "value"], descending=[False, True, True, False],
-              nulls_last=True)
-        .select("field", "value", "share_baseline", "share_current", "share_change", "status", "calls_baseline",
-                "calls_current", "first_seen", "last_seen")
-    )  # fmt: skip
-
-
-def _change(with_: Any, ref: Any) -> float | None:
-    if with_ is None or ref is None or ref <= 0:
-        return None
-    return float(with_ / ref) - 1.0
-
-
-def _rank(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    def key(r: dict[str, Any]) -> tuple[Any, ...]:
-        moves = [abs(x) for x in (r["cost_change"], r["p95_change"]) if x is not None]
-        score = max(moves) if moves else None
-        rest = (_STATUS_ORDER[r["status"]], -r["calls"], FIELDS.index(r["field"]), str(r["value"]))
-        return (score is None, -(score or 0.0), *rest)
-
-    ranked = sorted(rows, key=key)
-    return [{**r, "rank": i + 1} for i, r in enumerate(ranked)]
-
-
 _D, _F, _I, _S = pl.Decimal(38, 12), pl.Float64, pl.Int64, pl.String
 _CHANGE_SCHEMA: dict[str, Any] = {
     "rank": _I, "field": _S, "value": _S, "status": _S, "share_baseline": _F, "share_current": _F, "calls": _I,
@@ -511,7 +444,7 @@ def _compare(store: ReadStore, filters: Filters, options: ChangesOptions, base: 
     cte = _calls_cte(filters, (base, cur), None)
     long, counts = _scan(store, filters, cte)
     n_base, n_cur = (counts.get(w, {}).get("calls", 0) for w in ("baseline", "current"))
-    table = _side_by_side(long, n_base, n_cur, options.min_share_change)
+    table = side_by_side(long, n_base, n_cur, options.min_share_change)
     changed = (
         table.filter(pl.col("status") != "unchanged")
         .with_columns(pl.col("share_change").abs().alias("size"))
@@ -549,10 +482,10 @@ def _compare(store: ReadStore, filters: Filters, options: ChangesOptions, base: 
             cw, pw = row["cost_per_completed_task_with_usd"], row["p95_with_s"]
             row["cost_per_completed_task_delta_usd"] = None if cw is None or ref_cost is None else cw - ref_cost
             row["p95_delta_s"] = None if pw is None or ref_p95 is None else pw - ref_p95
-            row["cost_change"], row["p95_change"] = _change(cw, ref_cost), _change(pw, ref_p95)
+            row["cost_change"], row["p95_change"] = change(cw, ref_cost), change(pw, ref_p95)
             k += 1
         rows.append(row)
-    ranked = pl.DataFrame(_rank(rows), schema=_CHANGE_SCHEMA)
+    ranked = pl.DataFrame(rank(rows), schema=_CHANGE_SCHEMA)
     notes = [
         "association, not causation: a change's figures compare the calls, and the tasks whose calls all have the "
         "value, with the rest of the current window (with the baseline window when the value is on every call); "
@@ -565,41 +498,8 @@ def _compare(store: ReadStore, filters: Filters, options: ChangesOptions, base: 
     notes += _task_notes("baseline: ", bf) + _task_notes("current: ", cf)
     return Comparison(
         filters, baseline=base, current=cur, baseline_figures=bf, current_figures=cf, fingerprint=table,
-        changes=ranked, top_change=_sentence(ranked, table), notes=notes,
+        changes=ranked, top_change=sentence(ranked, table), notes=notes,
     )  # fmt: skip
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:+.0%}"
-
-
-def _sentence(ranked: pl.DataFrame, table: pl.DataFrame) -> str | None:
-    """The top change in words: ``engine_version 0.6.0 → 0.7.0 on 80% of calls; p95 +35%, cost per completed task
-    -12% (against the rest of current window)``."""
-    tops = ranked.filter(
-        pl.col("compared_with").is_not_null()
-        & (pl.col("cost_change").is_not_null() | pl.col("p95_change").is_not_null())
-    )
-    if tops.is_empty():
-        return None
-    top = tops.row(0, named=True)
-
-    def show(v: str | None) -> str:
-        return "(none)" if v is None else v
-
-    share, was = top["share_current"], top["share_baseline"] or 0.0
-    if top["status"] == "share_down":
-        head = f"{top['field']} {show(top['value'])} down to {share:.0%} of calls (was {was:.0%})"
-    else:
-        losers = table.filter(
-            (pl.col("field") == top["field"]) & pl.col("status").is_in(["disappeared", "share_down"])
-        ).sort("share_change")
-        if losers.is_empty():
-            head = f"{top['field']} {show(top['value'])} on {share:.0%} of calls (was {was:.0%})"
-        else:
-            head = f"{top['field']} {show(losers['value'][0])} → {show(top['value'])} on {share:.0%} of calls"
-    moves = f"p95 {_pct(top['p95_change'])}, cost per completed task {_pct(top['cost_change'])}"
-    return f"{head}; {moves} (against the {top['compared_with']})"
 
 
 def changes(store: ReadStore, filters: Filters, options: ChangesOptions) -> Fingerprint | Comparison:
