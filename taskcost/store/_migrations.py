@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from taskcost.store._migrations_analytics import analytics_columns_0009, task_dimensions_0010
+
 __all__ = ["MIGRATIONS", "Migration", "apply_migrations", "pending_migrations"]
 
 
@@ -526,114 +528,6 @@ CREATE TABLE response_keys (k UHUGEINT NOT NULL);
 """
 
 
-def _latest_view(sql: str, name: str) -> str:
-    """The last ``CREATE OR REPLACE VIEW <name>`` statement in a migration's text (a later one extends it)."""
-    start = sql.rindex(f"CREATE OR REPLACE VIEW {name} AS")
-    return sql[start : sql.index(";", start) + 1]
-
-
-def _extended(view: str, old: str, new: str) -> str:
-    assert view.count(old) == 1, old
-    return view.replace(old, new)
-
-
-# Typed columns for what analytics reads per call and per task: the SDK's prompt fingerprint (sizes and where the
-# prefix broke, never content: the cache-miss waste and the prefix-stability report) and the golden-task tag (a
-# fixed task set for canaries). The views are the previous ones with these columns added; `golden` is read from
-# the task spans (few) rather than carried through the roll-up.
-_CALLS_0009 = _extended(
-    _latest_view(_ROLLUPS, "llm_calls"),
-    "container_image_name, container_image_tags, k8s_cluster_name, cloud_region\n",
-    "container_image_name, container_image_tags, k8s_cluster_name, cloud_region,\n"
-    "    prompt_chars, stable_prefix_chars, prefix_break_block, prefix_break_kind\n",
-)
-_TASKS_0009 = _extended(
-    _extended(
-        _latest_view(_ROLLUPS, "tasks"),
-        "harness_version, agent_name, agent_version, conversation_id, service_name\nFROM r;",
-        "harness_version, agent_name, agent_version, conversation_id, service_name,\n"
-        "    coalesce(g.golden, FALSE) AS golden\n"
-        "FROM r LEFT JOIN (SELECT DISTINCT project, task_id, TRUE AS golden FROM task_rows WHERE golden) AS g\n"
-        "    USING (project, task_id);",
-    ),
-    "SELECT\n    project, task_id, kind, outcome,",
-    "SELECT\n    r.project, r.task_id, kind, outcome,",
-)
-_ANALYTICS_COLUMNS = (
-    """
-ALTER TABLE llm_call_rows ADD COLUMN prompt_chars BIGINT;
-ALTER TABLE llm_call_rows ADD COLUMN stable_prefix_chars BIGINT;
-ALTER TABLE llm_call_rows ADD COLUMN prefix_break_block INTEGER;
-ALTER TABLE llm_call_rows ADD COLUMN prefix_break_kind VARCHAR;
-ALTER TABLE task_rows ADD COLUMN golden BOOLEAN;
-"""
-    + _CALLS_0009
-    + "\n"
-    + _TASKS_0009
-)
-
-# Each task's call dimensions in the roll-up (min and max per dimension: they fold like any min and max), so that
-# `tasks` says which model, engine, GPU... a task ran on (the value its calls share, 'mixed' when they disagree)
-# without grouping every call on each read.
-TASK_DIMENSIONS_0010 = {
-    "model": "coalesce(response_model, request_model)",
-    "provider": "provider",
-    "engine": "engine",
-    "engine_version": "engine_version",
-    "quantization": "quantization",
-    "gpu_type": "gpu_type",
-    "cluster_id": "cluster_id",
-    "deployment": "deployment",
-}
-_DIMS = tuple(TASK_DIMENSIONS_0010)
-_TASKS_0010 = _extended(
-    _extended(
-        _extended(
-            _extended(
-                _TASKS_0009,
-                "        sum(tool_cost_usd) AS tool_cost_usd\n    FROM task_rollup_delta GROUP BY tk",
-                "        sum(tool_cost_usd) AS tool_cost_usd,\n"
-                + ",\n".join(f"        min({d}_min) AS {d}_min, max({d}_max) AS {d}_max" for d in _DIMS)
-                + "\n    FROM task_rollup_delta GROUP BY tk",
-            ),
-            "llm_cost_usd, tool_cost_usd\n    FROM task_rollup ANTI JOIN d USING (tk)",
-            "llm_cost_usd, tool_cost_usd,\n        "
-            + ", ".join(f"{d}_min, {d}_max" for d in _DIMS)
-            + "\n    FROM task_rollup ANTI JOIN d USING (tk)",
-        ),
-        "        coalesce(b.tool_cost_usd, 0) + d.tool_cost_usd\n    FROM d LEFT JOIN task_rollup AS b USING (tk)",
-        "        coalesce(b.tool_cost_usd, 0) + d.tool_cost_usd,\n"
-        + ",\n".join(f"        least(b.{d}_min, d.{d}_min), greatest(b.{d}_max, d.{d}_max)" for d in _DIMS)
-        + "\n    FROM d LEFT JOIN task_rollup AS b USING (tk)",
-    ),
-    "    coalesce(g.golden, FALSE) AS golden\n",
-    "    coalesce(g.golden, FALSE) AS golden,\n"
-    + ",\n".join(
-        f"    CASE WHEN {d}_min = {d}_max THEN {d}_min WHEN {d}_min IS NULL THEN NULL ELSE 'mixed' END AS {d}"
-        for d in _DIMS
-    )
-    + "\n",
-)
-_ROLLUP_DIMENSIONS = (
-    "".join(
-        f"ALTER TABLE {t} ADD COLUMN {d}_min VARCHAR;\nALTER TABLE {t} ADD COLUMN {d}_max VARCHAR;\n"
-        for t in ("task_rollup", "task_rollup_delta")
-        for d in _DIMS
-    )
-    # every stored call's values, folded into the roll-up (and the delta: min and max take them twice unchanged)
-    + "CREATE TEMP TABLE _taskcost_dims AS SELECT md5_number(project || chr(31) || task_id) AS tk, "
-    + ", ".join(f"min({e}) AS {d}_min, max({e}) AS {d}_max" for d, e in TASK_DIMENSIONS_0010.items())
-    + " FROM llm_call_rows WHERE NOT duplicate GROUP BY project, task_id;\n"
-    + "".join(
-        f"UPDATE {t} AS b SET "
-        + ", ".join(f"{d}_min = x.{d}_min, {d}_max = x.{d}_max" for d in _DIMS)
-        + " FROM _taskcost_dims AS x WHERE b.tk = x.tk;\n"
-        for t in ("task_rollup", "task_rollup_delta")
-    )
-    + "DROP TABLE _taskcost_dims;\n"
-    + _TASKS_0010
-)
-
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_raw_spans", _RAW_SPANS),
     Migration("0002_typed_call_tool_task_rows", _TYPED),
@@ -643,8 +537,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0006_write_time_dedupe_and_task_rollup", _ROLLUPS),
     Migration("0007_intake_spool_commits", _SPOOL),
     Migration("0008_dedupe_window", _DEDUPE_WINDOW),
-    Migration("0009_prompt_fingerprint_and_golden_tasks", _ANALYTICS_COLUMNS),
-    Migration("0010_task_call_dimensions", _ROLLUP_DIMENSIONS),
+    Migration("0009_prompt_fingerprint_and_golden_tasks", analytics_columns_0009(_ROLLUPS)),
+    Migration("0010_task_call_dimensions", task_dimensions_0010(_ROLLUPS)),
 )
 
 _LEDGER = """

@@ -25,7 +25,7 @@ import duckdb
 
 from taskcost.store import _dedupe
 from taskcost.store._dedupe import RESPONSE_KEY
-from taskcost.store._migrations import TASK_DIMENSIONS_0010
+from taskcost.store._migrations_analytics import TASK_DIMENSIONS_0010
 from taskcost.store._sql import count
 
 __all__ = [
