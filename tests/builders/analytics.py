@@ -25,6 +25,7 @@ from typing import Any
 from taskcost.normalize import LLMCallRecord, NormalizedBatch, SpanRecord, TaskRecord, ToolCallRecord
 from taskcost.pricing import Pricer, PricingConfig
 from taskcost.store import DuckDBStore, prepare_batch
+from tests.builders.pricing import call as pricing_call
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)  # a Monday
 M = Decimal(1_000_000)
@@ -127,44 +128,31 @@ class TaskBuilder:
         end = start + int(duration_s * 1e9)
         self._offset_s = offset + duration_s
         span_id = _span_id()
-        record = LLMCallRecord(
-            trace_id=self.trace,
-            span_id=span_id,
-            task_id=self.task_id,
-            call_id=call_id or span_id,
-            attempt=attempt,
-            start_ns=start,
-            end_ns=end,
-            operation="chat",
+        record, _ = pricing_call(
+            span_id,
+            self.start + timedelta(seconds=offset),
             provider=provider or PROVIDERS.get(model, "openai"),
-            request_model=model,
-            response_model=None,
-            response_id=None,
+            model=model,
+            duration_s=duration_s,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
-            cache_read_tokens=cache_read,
-            cache_write_tokens=cache_write,
-            reasoning_tokens=None,
+            cache_read=cache_read,
+            cache_write=cache_write,
+            task=self.task_id,
+            trace=self.trace,
+        )
+        record = dataclasses.replace(
+            record,
+            start_ns=start,
+            end_ns=end,
+            call_id=call_id or span_id,
+            attempt=attempt,
             ttft_s=ttft_s,
             status=status,
             error_type="timeout" if status == "error" else None,
-            server_address=None,
-            service_name="agent",
-            conversation_id=None,
             agent_name=self.agent_name,
             agent_version=self.agent_version,
             harness_version=self.harness_version,
-            engine=None,
-            engine_version=None,
-            quantization=None,
-            gpu_type=None,
-            gpu_count=None,
-            cluster_id=None,
-            deployment=None,
-            container_image_name=None,
-            container_image_tags=None,
-            k8s_cluster_name=None,
-            cloud_region=None,
         )
         self.calls.append(dataclasses.replace(record, **columns))
         return self
