@@ -5,8 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB ?= taskcost.duckdb
 PORT ?= 4318
+CHROMIUM := /usr/lib/chromium/chromium
 
-.PHONY: install run demo test lint unit bench clean
+.PHONY: install install-browser run demo test lint unit bench clean
 
 $(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt tests/interop/js/package-lock.json
 	$(PY) -m venv $(VENV)
@@ -14,6 +15,16 @@ $(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt tests/interop/js/pac
 	@# the JavaScript OpenTelemetry SDK, for the interop tests (they skip, saying so, where npm is absent)
 	if command -v npm >/dev/null; then npm ci --prefix tests/interop/js --no-audit --no-fund; fi
 	touch $(STAMP)
+
+## Debian's chromium, which the dashboards' browser tests drive with Playwright (no browser download). As root it
+## is installed with apt; otherwise it must already be there (the tests say so and fail).
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			chromium fonts-liberation >/dev/null; \
+	else echo "install Debian's chromium (apt-get install chromium) for the browser tests"; fi
+
+install-browser: $(CHROMIUM)
 
 install: $(STAMP)
 
@@ -31,7 +42,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) install-browser
 	$(BIN)/python -m pytest -q -n auto
 
 ## The README's test command: set up, lint, then the whole suite.

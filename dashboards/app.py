@@ -1,17 +1,34 @@
-"""The Dash app factory. Pages are registered explicitly (the app ships inside an installed package)."""
+"""The Dash app factory. Pages are registered explicitly (the app ships inside an installed package), one file per
+page under ``pages/``, each a ``register(app, ctx)`` whose layout is rendered from the URL query."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import dash
+import dash_mantine_components as dmc
 import flask
-from dash import Dash, dcc, html
+from dash import ALL, Dash, Input, Output, State, html
 
-from dashboards.pages import overview
+from dashboards._ui import URL_TYPE
 from taskcost.analytics import ReadStore
 
-__all__ = ["create_dash_app"]
+__all__ = ["PageContext", "create_dash_app"]
+
+_PAGES_LOCATION = "_pages_location"
+"""The page router's own ``dcc.Location`` (``refresh="callback-nav"``): a new search on it renders the page again."""
+
+
+@dataclass(frozen=True)
+class PageContext:
+    """What a page reads: the store (already limited to the caller's project), and the server's own figures
+    (``health()``: ingest counters, queue, price data; None when the app runs without a server)."""
+
+    store: ReadStore
+    health: Callable[[], dict[str, Any]] | None = None
 
 
 class _ProjectScoped:
@@ -37,11 +54,25 @@ class _ProjectScoped:
         return self._store.arrow(sql, params, **{**kwargs, "project": self._project()})
 
 
-def create_dash_app(store: ReadStore, *, caller_scope_key: str | None = None, **dash_kwargs: Any) -> Dash:
+def _pages() -> list[Any]:
+    from dashboards.pages import PAGES
+
+    return list(PAGES)
+
+
+def create_dash_app(
+    store: ReadStore,
+    *,
+    caller_scope_key: str | None = None,
+    health: Callable[[], dict[str, Any]] | None = None,
+    **dash_kwargs: Any,
+) -> Dash:
     """A Dash app over ``store`` (anything ``taskcost.analytics`` accepts). With ``caller_scope_key``, every query
-    is limited to the project the server put under that key of the request's ASGI scope."""
+    is limited to the project the server put under that key of the request's ASGI scope. ``health``: the server's
+    own figures for the Data health page."""
     if caller_scope_key is not None:
         store = _ProjectScoped(store, caller_scope_key)
+    ctx = PageContext(store, health)
     app = Dash(
         __name__,
         use_pages=True,
@@ -51,12 +82,55 @@ def create_dash_app(store: ReadStore, *, caller_scope_key: str | None = None, **
         routes_pathname_prefix="/",
         **dash_kwargs,
     )
-    overview.register(app, store)
-    app.layout = html.Div(
-        [
-            html.H1("taskcost"),
-            html.Nav([dcc.Link(p["name"], href=p["relative_path"]) for p in dash.page_registry.values()]),
-            dash.page_container,
-        ]
+    for module in _pages():
+        module.register(app, ctx)
+    nav = [
+        dmc.NavLink(label=p["name"], href=p["relative_path"], id=f"nav-{p['module']}", active="exact")
+        for p in dash.page_registry.values()
+    ]
+    app.layout = dmc.MantineProvider(
+        dmc.AppShell(
+            [
+                dmc.AppShellHeader(
+                    dmc.Group(
+                        [
+                            dmc.Title("taskcost", order=3),
+                            dmc.Text("cost per completed task", c="dimmed", size="sm"),
+                            html.Div(id="tc-demo-badge"),
+                        ],
+                        h="100%",
+                        px="md",
+                    )
+                ),
+                dmc.AppShellNavbar(nav, p="xs"),
+                dmc.AppShellMain(dash.page_container),
+            ],
+            header={"height": 52},
+            navbar={"width": 170, "breakpoint": "sm"},
+            padding="md",
+        )
     )
+
+    @app.callback(
+        Output(_PAGES_LOCATION, "search"),
+        Input({"type": URL_TYPE, "key": ALL}, "value"),
+        State({"type": URL_TYPE, "key": ALL}, "id"),
+        State(_PAGES_LOCATION, "search"),
+        prevent_initial_call=True,
+    )
+    def _write_url(values: list[Any], ids: list[dict[str, str]], search: str | None) -> Any:
+        """Every URL-kept control's value into the query string (empty ones left out); the router renders the
+        page again from it."""
+        pairs = [(i["key"], _text(v)) for i, v in zip(ids, values, strict=True) if v not in (None, "", [], False)]
+        if any(k == "range" and v == "all" for k, v in pairs):
+            pairs = [(k, v) for k, v in pairs if k != "range"]
+        new = "?" + urlencode(pairs) if pairs else ""
+        return dash.no_update if new == (search or "") else new
+
     return app
+
+
+def _text(value: Any) -> str:
+    if value is True:
+        return "1"
+    return str(value)

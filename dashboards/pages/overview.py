@@ -1,47 +1,40 @@
-"""Overview: tasks by outcome and the cost per completed task. (A first page; more follow.)"""
+"""Overview: spend, completed tasks, cost per completed task, success rate. (Shell; the full page follows.)"""
 
 from __future__ import annotations
 
-import dash
-from dash import Dash, Input, Output, dcc, html
+from typing import Any
 
-from taskcost.analytics import ReadStore, format_usd, task_summary
+import dash
+from dash import Dash, Input, Output, html
+
+from dashboards._ui import empty_state, filters_from_query, page, safe_callback, stat
+from dashboards.app import PageContext
+from taskcost.analytics import QUESTIONS, format_usd
 
 __all__ = ["register"]
 
+NAME = "overview"
 
-def register(app: Dash, store: ReadStore) -> None:
-    def layout(**_query: str) -> html.Div:
+
+def register(app: Dash, ctx: PageContext) -> None:
+    def layout(**query: str) -> Any:
+        return page(NAME, "Overview", query, ctx.store, html.Div(id="overview-body"))
+
+    dash.register_page(NAME, path="/", name="Overview", layout=layout)
+
+    @app.callback(Output("overview-body", "children"), Input(f"{NAME}-query", "data"))
+    @safe_callback()
+    def refresh(query: dict[str, str] | None) -> Any:
+        filters = filters_from_query(query)
+        q = QUESTIONS["cost"]
+        ans = q.run(ctx.store, filters, q.options()).to_json()
+        s = ans["summary"]
+        if not s.get("tasks"):
+            return empty_state()
         return html.Div(
             [
-                html.H2("Tasks"),
-                dcc.Interval(id="overview-tick", interval=10_000),
-                html.Div(id="overview-headline"),
-                html.Table(id="overview-table"),
-            ]
+                stat("Cost per completed task", format_usd(s.get("cost_per_completed_task_usd"), none="unpriced")),
+                stat("Completed tasks", str(s.get("completed_tasks"))),
+            ],
+            id="overview-headline",
         )
-
-    dash.register_page("overview", path="/", name="Overview", layout=layout)
-
-    @app.callback(
-        Output("overview-headline", "children"),
-        Output("overview-table", "children"),
-        Input("overview-tick", "n_intervals"),
-    )
-    def refresh(_n: int | None) -> tuple[str, list[html.Tr]]:
-        s = task_summary(store)
-        per = format_usd(s.cost_per_completed_task_usd, none="unpriced")
-        headline = f"{s.tasks} tasks, {s.completed} completed; cost per completed task {per}"
-        head = html.Tr([html.Th(h) for h in ("outcome", "tasks", "attempts", "cost")])
-        rows = [
-            html.Tr(
-                [
-                    html.Td(r.outcome),
-                    html.Td(r.tasks),
-                    html.Td(r.attempts),
-                    html.Td(format_usd(r.cost_usd, none="unpriced")),
-                ]
-            )
-            for r in s.by_outcome
-        ]
-        return headline, [head, *rows]

@@ -7,6 +7,7 @@ hold polars DataFrames, and all turn into one JSON shape (``Answer.to_json``). d
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._calls import CallCost, call_costs
 from taskcost.analytics._coverage import Coverage, MissingPrice, MissingPrices, cost_coverage, missing_prices
+from taskcost.analytics._dimensions import dimension_values
 from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, MIXED, TASK_DIMENSIONS, Filters
 from taskcost.analytics._question import NoOptions, Options, Question, UsageError
 from taskcost.analytics._registry import QUESTIONS
@@ -36,6 +37,7 @@ __all__ = [
     "UsageError",
     "call_costs",
     "cost_coverage",
+    "dimension_values",
     "format_usd",
     "frame",
     "missing_prices",

@@ -1,0 +1,222 @@
+"""The dashboards in a real headless Chromium: Debian's chromium driven by Playwright (no browser download), against
+the real `taskcost serve` on loopback ports, over a store the real demo filled and over an empty one.
+
+The demo's database is made once per test run (every xdist worker waits for the first to make it) and each worker
+serves its own copy (one process per DuckDB file). Every page a test opens is watched: a console error, a page
+error or a failed Dash callback (HTTP >= 400 from ``_dash-update-component``) fails the test.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO, Server, cli_env, free_port, start_server, stop_server
+
+CHROMIUM = Path(os.environ.get("TASKCOST_TEST_CHROMIUM", "/usr/lib/chromium/chromium"))
+SCREENSHOTS = REPO / "tests" / "browser" / "screenshots"  # every page of every run (not committed)
+README_IMAGES = REPO / "docs" / "img"  # the README's screenshots, kept current by the tests
+DEMO_SEED = 7
+
+# As root (CI) chromium needs --no-sandbox; the rest keeps it off the (closed) network and quiet.
+CHROME_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--no-first-run",
+    "--no-pings",
+    "--disable-features=Translate,OptimizationHints,MediaRouter,AutofillServerCommunication,NetworkTimeServiceQuerying",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
+]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make install-browser` installs Debian's chromium (as root)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
+        yield b
+        b.close()
+
+
+def _shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder every xdist worker of this run sees (the parent of the workers' own base temp dirs)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database the real `taskcost demo` filled (a short run, fixed seed): made by the first worker, reused."""
+    if os.environ.get("TASKCOST_TEST_DEMO_DB"):  # while working on a page: a demo database made earlier
+        return Path(os.environ["TASKCOST_TEST_DEMO_DB"])
+    shared = _shared_dir(tmp_path_factory)
+    db = shared / "browser-demo.duckdb"
+    with (shared / "browser-demo.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not db.exists():
+            work = shared / "browser-demo-work.duckdb"
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "taskcost",
+                    "demo",
+                    "--db",
+                    str(work),
+                    "--port",
+                    str(free_port()),
+                    "--minutes",
+                    "0.25",
+                    "--seed",
+                    str(DEMO_SEED),
+                ],
+                capture_output=True,
+                text=True,
+                env=cli_env(),
+                timeout=400,
+            )
+            if proc.returncode != 0:
+                raise AssertionError(f"taskcost demo failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+            shutil.copy(work, db)
+    return db
+
+
+def serve_copy(db: Path | None, tmp: Path, env: dict[str, str] | None = None) -> Server:
+    """The real server on a copy of ``db`` (an empty new file when None)."""
+    mine = tmp / "served.duckdb"
+    if db is not None:
+        shutil.copy(db, mine)
+    return start_server(mine, free_port(), tmp / "server.log", env=env)
+
+
+@pytest.fixture(scope="session")
+def demo_server(demo_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    srv = serve_copy(demo_db, tmp_path_factory.mktemp("demo-server"))
+    yield srv
+    stop_server(srv)
+
+
+@pytest.fixture(scope="session")
+def empty_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    srv = serve_copy(None, tmp_path_factory.mktemp("empty-server"))
+    yield srv
+    stop_server(srv)
+
+
+@dataclass
+class Watch:
+    """What went wrong in the browser while a test ran."""
+
+    errors: list[str] = field(default_factory=list)
+    in_flight: int = 0
+    last_activity: float = 0.0
+
+    def _dash(self, request: Any, delta: int) -> None:
+        if "/_dash-" in request.url:
+            self.in_flight += delta
+            self.last_activity = time.monotonic()
+
+    def attach(self, page: Any) -> None:
+        page.on("request", lambda r: self._dash(r, 1))
+        page.on("requestfinished", lambda r: self._dash(r, -1))
+        page.on("requestfailed", lambda r: self._dash(r, -1))
+        page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        page.on(
+            "response",
+            lambda r: (
+                self.errors.append(f"HTTP {r.status} {r.url}")
+                if r.status >= 400 and "_dash-update-component" in r.url
+                else None
+            ),
+        )
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh browser context and page; fails the test on any console error, page error or failed callback."""
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    pg = context.new_page()
+    watch = Watch()
+    watch.attach(pg)
+    pg.watch = watch
+    yield pg
+    context.close()
+    assert not watch.errors, "\n".join(watch.errors)
+
+
+def settle(page: Any, timeout_s: float = 30.0, quiet_s: float = 0.6) -> None:
+    """Wait until Dash has had no request in flight for ``quiet_s`` (a callback's answer can start another: the
+    router renders a page, whose callbacks then run) and no component is marked as loading."""
+    watch: Watch = page.watch
+    page.wait_for_load_state("load")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        page.wait_for_timeout(100)
+        quiet = watch.in_flight == 0 and time.monotonic() - watch.last_activity >= quiet_s
+        if quiet and page.locator('[data-dash-is-loading="true"]').count() == 0:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the page did not settle in {timeout_s} s ({watch.in_flight} requests in flight)")
+
+
+def open_page(page: Any, server: Server, path: str = "/") -> None:
+    """Go to ``/dash<path>`` and wait for every callback to answer."""
+    page.goto(f"{server.url}/dash{path}")
+    settle(page)
+
+
+def shot(page: Any, name: str, *, readme: bool = False) -> Path:
+    """A full-page screenshot under tests/browser/screenshots (and docs/img for the README's)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    if readme:
+        README_IMAGES.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, README_IMAGES / f"{name}.png")
+    return path
+
+
+def number(text: str) -> float:
+    """The first number in ``text`` (``$0.0123`` -> 0.0123, ``87.5%`` -> 87.5, ``1,204`` -> 1204)."""
+    m = re.search(r"-?\d[\d,]*(?:\.\d+)?", text)
+    if not m:
+        raise AssertionError(f"no number in {text!r}")
+    return float(m.group(0).replace(",", ""))
+
+
+def control(page: Any, key: str) -> Any:
+    """The URL-kept control ``key`` (Dash writes a dict id as sorted JSON)."""
+    return page.locator(f"""[id='{{"key":"{key}","type":"tc-url"}}']""")
+
+
+def choose(page: Any, key: str, value: str | None = None) -> str:
+    """Pick ``value`` (default: the first option) in the URL-kept select ``key``; wait for the page to render
+    again. Returns the value picked."""
+    control(page, key).click()
+    options = page.locator(".mantine-Select-option:visible, .mantine-Select-dropdown [role=option]:visible")
+    option = options.filter(has_text=value).first if value else options.first
+    picked = option.inner_text()
+    option.click()
+    settle(page)
+    return picked
