@@ -1,7 +1,7 @@
 """One module per page, in the order the navigation lists them. Each has ``register(app, ctx)``."""
 
-from dashboards.pages import overview
+from dashboards.pages import breakeven, cache, canary, cost, health, overview, sql, tasks
 
-PAGES = (overview,)
+PAGES = (overview, tasks, cost, cache, canary, breakeven, sql, health)
 
 __all__ = ["PAGES"]

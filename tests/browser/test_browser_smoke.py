@@ -10,7 +10,7 @@ from tests.browser.conftest import choose, open_page, settle, shot
 from tests.conftest import Server
 
 
-@pytest.mark.parametrize("path", ["/"])
+@pytest.mark.parametrize("path", ["/", "/tasks", "/cost", "/cache", "/canary", "/breakeven", "/sql", "/health"])
 def test_every_page_opens_on_an_empty_store(page: Any, empty_server: Server, path: str) -> None:
     open_page(page, empty_server, path)
     assert page.locator(".tc-empty").count() >= 1, page.content()[:2000]

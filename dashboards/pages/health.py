@@ -1,0 +1,22 @@
+"""Data health. (Placeholder: the page is being built.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Dash, html
+
+from dashboards._ui import page
+from dashboards.app import PageContext
+
+__all__ = ["register"]
+
+NAME = "health"
+
+
+def register(app: Dash, ctx: PageContext) -> None:
+    def layout(**query: str) -> Any:
+        return page(NAME, "Data health", query, ctx.store, html.Div(id=f"{NAME}-body"))
+
+    dash.register_page(NAME, path="/health", name="Data health", layout=layout)
