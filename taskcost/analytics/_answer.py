@@ -15,9 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import polars as pl
-
 from taskcost._internal.jsonable import json_value
+from taskcost._internal.lazy import pl
 from taskcost.analytics._filters import Filters, Sql
 from taskcost.store import ReadStore
 

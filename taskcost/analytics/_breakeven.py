@@ -21,10 +21,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar, Literal
 
-import numpy as np
-import polars as pl
 from pydantic import Field
 
+from taskcost._internal.lazy import np, pl
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._breakeven_model import (
     Breakevens,
@@ -41,13 +40,11 @@ from taskcost.analytics._breakeven_model import (
 from taskcost.analytics._filters import Filters, Sql, call_scope
 from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.analytics._rates import UNITS, ModelRates, completed_rates, listed_rates, model_rates
-from taskcost.pricing import gpu_catalogue
 from taskcost.store import ReadStore
 
 __all__ = ["QUESTION", "BreakevenAnswer", "BreakevenOptions", "Throughput", "breakeven"]
 
 _M = Decimal(1_000_000)
-_MONEY = pl.Decimal(38, 12)
 _MAX_HOURS = 24 * 366 * 5  # a longer window is asked for by mistake (its profile would be mostly idle hours)
 _LOW_WINDOW_H = 24 * 7
 _MEASURE_HOURS = 24
@@ -281,7 +278,7 @@ def _rates(
         per_mtok = {u: None if rates is None or getattr(rates, u) is None else getattr(rates, u) * _M for u in UNITS}
         rows.append({"provider": provider, "model": model, "deployment": deployment, **per_mtok, "priced_at": label})
     schema: dict[str, Any] = {"provider": pl.String, "model": pl.String, "deployment": pl.String}
-    schema |= dict.fromkeys(UNITS, _MONEY) | {"priced_at": pl.String}
+    schema |= dict.fromkeys(UNITS, pl.Decimal(38, 12)) | {"priced_at": pl.String}
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -313,7 +310,7 @@ def _traffic(
     }
     # a model is priced when every unit it used has a rate; then its hours' API charge in $ x 1e6 (exact)
     priced = pl.all_horizontal([(tokens[u] == 0) | pl.col(u).is_not_null() for u in UNITS])
-    api_umtok = pl.sum_horizontal([tokens[u].cast(_MONEY) * pl.col(u).fill_null(0) for u in UNITS])
+    api_umtok = pl.sum_horizontal([tokens[u].cast(pl.Decimal(38, 12)) * pl.col(u).fill_null(0) for u in UNITS])
     models = models.join(rates, on=keys, how="left", nulls_equal=True).with_columns(priced.alias("priced"))
     hourly = hourly.join(models.select(*keys, *UNITS, "priced"), on=keys, how="left", nulls_equal=True)
     hourly = hourly.filter(pl.col("priced")).with_columns(
@@ -344,7 +341,7 @@ def _traffic(
         None if x is None else (x * options.hours_per_month / window_hours / _M).quantize(Decimal("1e-12"))
         for x in table["api_umtok"].to_list()
     ]
-    table = table.drop("api_umtok").with_columns(pl.Series("api_monthly_usd", monthly, dtype=_MONEY))
+    table = table.drop("api_umtok").with_columns(pl.Series("api_monthly_usd", monthly, dtype=pl.Decimal(38, 12)))
     table = table.select(*table.columns[:-3], "api_monthly_usd", "observed_cost_usd", "unpriced_calls")
     if per_hour.is_empty():
         return table, None, models
@@ -417,6 +414,8 @@ def _billed_rate(detail: Any) -> tuple[Decimal, str | None, str] | None:
 
 def _catalogue(name: str) -> tuple[Decimal, str, str] | None:
     """An offer id, or a GPU type's cheapest offer (case-insensitive)."""
+    from taskcost.pricing import gpu_catalogue  # the catalogue's module loads the price data
+
     offers = gpu_catalogue()
     if name in offers:
         o = offers[name]

@@ -24,8 +24,7 @@ from dataclasses import dataclass, replace
 from decimal import ROUND_CEILING, Decimal, localcontext
 from typing import Any, Literal
 
-import numpy as np
-import polars as pl
+from taskcost._internal.lazy import np, pl
 
 __all__ = [
     "SENSITIVITY",
@@ -45,7 +44,6 @@ __all__ = [
 _PREC = 60  # digits: money times token counts stays exact far beyond any real bill
 _USD = Decimal("1e-12")  # the store's money precision
 _M = Decimal(1_000_000)
-_MONEY = pl.Decimal(38, 12)
 _MAX_STEPS = 5000  # the autoscaled search: steps before it says "not found" (it converges in a few in practice)
 
 SENSITIVITY: tuple[tuple[str, Decimal, Decimal], ...] = (
@@ -436,13 +434,13 @@ def curve_frame(profile: Profile, rental: Rental, b: Breakevens) -> pl.DataFrame
     schema: dict[str, Any] = {
         "volume_multiplier": pl.Float64,
         "tokens_per_hour": pl.Float64,
-        "api_usd": _MONEY,
-        "always_on_usd": _MONEY,
+        "api_usd": pl.Decimal(38, 12),
+        "always_on_usd": pl.Decimal(38, 12),
         "always_on_replicas": pl.Int64,
-        "autoscaled_usd": _MONEY,
-        "hybrid_usd": _MONEY,
+        "autoscaled_usd": pl.Decimal(38, 12),
+        "hybrid_usd": pl.Decimal(38, 12),
         "hybrid_replicas": pl.Int64,
-        "always_on_usd_per_mtok": _MONEY,
+        "always_on_usd_per_mtok": pl.Decimal(38, 12),
         "mark": pl.String,
     }
     return pl.DataFrame(rows, schema=schema)
@@ -471,8 +469,8 @@ def sensitivity_frame(profile: Profile, rental: Rental, base: Breakevens) -> pl.
                 "breakeven_hybrid_tokens_per_hour": tph(b.hybrid),
             }
         )
-    schema: dict[str, Any] = {"case": pl.String, "tokens_per_s": pl.Float64, "usd_per_gpu_hour": _MONEY}
-    schema |= dict.fromkeys(("rent_always_on_usd", "rent_autoscaled_usd", "best_hybrid_usd"), _MONEY)
+    schema: dict[str, Any] = {"case": pl.String, "tokens_per_s": pl.Float64, "usd_per_gpu_hour": pl.Decimal(38, 12)}
+    schema |= dict.fromkeys(("rent_always_on_usd", "rent_autoscaled_usd", "best_hybrid_usd"), pl.Decimal(38, 12))
     schema |= dict.fromkeys(("breakeven_tokens_per_hour", "breakeven_autoscaled_tokens_per_hour"), pl.Float64)
     schema |= {"breakeven_hybrid_tokens_per_hour": pl.Float64}
     return pl.DataFrame(rows, schema=schema)

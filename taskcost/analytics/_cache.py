@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-import polars as pl
 from pydantic import Field
 
+from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, TASK_DIMENSIONS, Filters, Sql, call_scope
 from taskcost.analytics._question import Options, Question, UsageError
@@ -60,8 +60,6 @@ sample of tasks of about this many calls (unless ``exact``): the answer stays we
 HASH_BUCKETS = 1_000_000
 """A task is in the sample when ``hash(project, task_id) % HASH_BUCKETS`` is below the threshold."""
 
-_MONEY = pl.Decimal(38, 12)
-_RATE = pl.Decimal(38, 18)  # USD per token: a rate per million tokens with up to 12 places stays exact
 _M = Decimal(1_000_000)
 
 
@@ -272,7 +270,12 @@ def _rates_frame(rates: dict[tuple[str | None, str | None], ModelRates]) -> pl.D
     rows = [
         {"provider": r.provider, "model": r.model, "input": r.input, "cache_read": r.cache_read} for r in rates.values()
     ]
-    schema: dict[str, Any] = {"provider": pl.String, "model": pl.String, "input": _RATE, "cache_read": _RATE}
+    schema: dict[str, Any] = {
+        "provider": pl.String,
+        "model": pl.String,
+        "input": pl.Decimal(38, 18),
+        "cache_read": pl.Decimal(38, 18),
+    }
     return pl.DataFrame(rows, schema=schema).with_columns(discount=pl.col("input") - pl.col("cache_read"))
 
 
@@ -306,7 +309,7 @@ def _scaled(df: pl.DataFrame, scale: float) -> pl.DataFrame:
 
 def _money_sum(column: str) -> pl.Expr:
     """The sum of a priced column, null (not $0) when no call in the group could be priced."""
-    total = pl.col(column).sum().cast(_MONEY)
+    total = pl.col(column).sum().cast(pl.Decimal(38, 12))
     return pl.when(pl.col(column).is_not_null().any()).then(total).otherwise(None).alias(column)
 
 
@@ -482,8 +485,8 @@ def _by_model(priced: pl.DataFrame, rates: pl.DataFrame) -> pl.DataFrame:
     rate_cols = rates.select(
         "provider",
         "model",
-        (pl.col("input") * _M).cast(_MONEY).alias("input_usd_per_mtok"),
-        (pl.col("cache_read") * _M).cast(_MONEY).alias("cache_read_usd_per_mtok"),
+        (pl.col("input") * _M).cast(pl.Decimal(38, 12)).alias("input_usd_per_mtok"),
+        (pl.col("cache_read") * _M).cast(pl.Decimal(38, 12)).alias("cache_read_usd_per_mtok"),
     )
     out = out.join(rate_cols, on=["provider", "model"], how="left", nulls_equal=True).with_columns(
         pl.when(pl.col("self_hosted")).then(None).otherwise(pl.col(c)).alias(c)

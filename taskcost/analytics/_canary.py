@@ -20,18 +20,17 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, ClassVar, Literal
 
-import numpy as np
-import polars as pl
 from pydantic import Field
 
+from taskcost._internal.lazy import np, pl
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._canary_stats import (
     METRIC_BY_NAME,
-    METRIC_SCHEMA,
     METRICS,
     Compared,
     Effect,
     judged,
+    metric_schema,
     quantile,
     quantile_ratio_cis,
     ratio_of_ratios_cis,
@@ -574,7 +573,7 @@ def canary(store: ReadStore, filters: Filters, options: CanaryOptions) -> Canary
         baseline=values["baseline"],
         candidate=values["candidate"],
         verdict=outcome,
-        metrics=pl.DataFrame(rows, schema=METRIC_SCHEMA),
+        metrics=pl.DataFrame(rows, schema=metric_schema()),
         arms=_arms_frame(arms),
         needed_calls_per_arm=needed_calls,
         needed_tasks_per_arm=needed_tasks,

@@ -15,15 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
-import polars as pl
-
+from taskcost._internal.lazy import np, pl
 from taskcost.analytics._stats import BOOTSTRAP_RESAMPLES, SEED, Interval, difference_ci, stats
 
 __all__ = [
     "METRICS",
     "METRIC_BY_NAME",
-    "METRIC_SCHEMA",
+    "metric_schema",
     "POWER_Z",
     "TASK_BOOTSTRAP_MAX_UNITS",
     "Compared",
@@ -406,28 +404,30 @@ def judged(metric: Metric, compared: Compared, margin: float, critical: bool, co
     }
 
 
-METRIC_SCHEMA: dict[str, Any] = {
-    "metric": pl.String,
-    "critical": pl.Boolean,
-    "unit": pl.String,
-    "n_baseline": pl.Int64,
-    "n_candidate": pl.Int64,
-    "minimum_n": pl.Int64,
-    "baseline": pl.String,
-    "candidate": pl.String,
-    "effect": pl.Float64,
-    "effect_unit": pl.String,
-    "ci_low": pl.Float64,
-    "ci_high": pl.Float64,
-    "ci_method": pl.String,
-    "margin": pl.Float64,
-    "decision": pl.String,
-    "outcome": pl.String,
-    "rule": pl.String,
-    "needed_n": pl.Int64,
-    "needed_per": pl.String,
-    "holds_verdict": pl.Boolean,
-}
+def metric_schema() -> dict[str, Any]:
+    """The metric table's columns (a function: polars loads on first use)."""
+    return {
+        "metric": pl.String,
+        "critical": pl.Boolean,
+        "unit": pl.String,
+        "n_baseline": pl.Int64,
+        "n_candidate": pl.Int64,
+        "minimum_n": pl.Int64,
+        "baseline": pl.String,
+        "candidate": pl.String,
+        "effect": pl.Float64,
+        "effect_unit": pl.String,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+        "ci_method": pl.String,
+        "margin": pl.Float64,
+        "decision": pl.String,
+        "outcome": pl.String,
+        "rule": pl.String,
+        "needed_n": pl.Int64,
+        "needed_per": pl.String,
+        "holds_verdict": pl.Boolean,
+    }
 
 
 def verdict(rows: list[dict[str, Any]], non_critical_fail: str, allowed: set[str]) -> tuple[Decision, str]:

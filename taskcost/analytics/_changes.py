@@ -25,9 +25,9 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any, ClassVar
 
-import polars as pl
 from pydantic import Field
 
+from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._changes_rank import FIELDS, change, rank, sentence, side_by_side
 from taskcost.analytics._filters import Filters, Sql, call_scope, task_scope, utc_text
@@ -429,15 +429,32 @@ def _task_notes(label: str, f: Figures) -> list[str]:
     return out
 
 
-_D, _F, _I, _S = pl.Decimal(38, 12), pl.Float64, pl.Int64, pl.String
-_CHANGE_SCHEMA: dict[str, Any] = {
-    "rank": _I, "field": _S, "value": _S, "status": _S, "share_baseline": _F, "share_current": _F, "calls": _I,
-    "compared_with": _S, "cost_per_completed_task_with_usd": _D, "cost_per_completed_task_without_usd": _D,
-    "cost_per_completed_task_baseline_usd": _D, "cost_per_completed_task_delta_usd": _D, "cost_change": _F,
-    "completed_tasks_with": _I, "completed_tasks_without": _I, "mixed_tasks": _I, "unpriced_calls_with": _I,
-    "unpriced_calls_without": _I, "p95_with_s": _F, "p95_without_s": _F, "p95_baseline_s": _F, "p95_delta_s": _F,
-    "p95_change": _F,
-}  # fmt: skip
+def _change_schema() -> dict[str, Any]:
+    return {
+        "rank": pl.Int64,
+        "field": pl.String,
+        "value": pl.String,
+        "status": pl.String,
+        "share_baseline": pl.Float64,
+        "share_current": pl.Float64,
+        "calls": pl.Int64,
+        "compared_with": pl.String,
+        "cost_per_completed_task_with_usd": pl.Decimal(38, 12),
+        "cost_per_completed_task_without_usd": pl.Decimal(38, 12),
+        "cost_per_completed_task_baseline_usd": pl.Decimal(38, 12),
+        "cost_per_completed_task_delta_usd": pl.Decimal(38, 12),
+        "cost_change": pl.Float64,
+        "completed_tasks_with": pl.Int64,
+        "completed_tasks_without": pl.Int64,
+        "mixed_tasks": pl.Int64,
+        "unpriced_calls_with": pl.Int64,
+        "unpriced_calls_without": pl.Int64,
+        "p95_with_s": pl.Float64,
+        "p95_without_s": pl.Float64,
+        "p95_baseline_s": pl.Float64,
+        "p95_delta_s": pl.Float64,
+        "p95_change": pl.Float64,
+    }
 
 
 def _compare(store: ReadStore, filters: Filters, options: ChangesOptions, base: Window, cur: Window) -> Comparison:
@@ -458,7 +475,7 @@ def _compare(store: ReadStore, filters: Filters, options: ChangesOptions, base: 
     cf = _figures(counts, p95s, _sum(tasks, "current"), "current")
     rows, k = [], 0
     for r in picked:
-        row: dict[str, Any] = dict.fromkeys(_CHANGE_SCHEMA)
+        row: dict[str, Any] = dict.fromkeys(_change_schema())
         row |= {c: r[c] for c in ("field", "value", "status", "share_baseline", "share_current")}
         row |= {"calls": r["calls_current"], "p95_baseline_s": bf.p95_s}
         row["cost_per_completed_task_baseline_usd"] = bf.cost_per_completed_task_usd
@@ -485,7 +502,7 @@ def _compare(store: ReadStore, filters: Filters, options: ChangesOptions, base: 
             row["cost_change"], row["p95_change"] = change(cw, ref_cost), change(pw, ref_p95)
             k += 1
         rows.append(row)
-    ranked = pl.DataFrame(rank(rows), schema=_CHANGE_SCHEMA)
+    ranked = pl.DataFrame(rank(rows), schema=_change_schema())
     notes = [
         "association, not causation: a change's figures compare the calls, and the tasks whose calls all have the "
         "value, with the rest of the current window (with the baseline window when the value is on every call); "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import polars as pl
+from taskcost._internal.lazy import pl
 
 __all__ = ["FIELDS", "change", "rank", "sentence", "side_by_side"]
 

@@ -22,10 +22,9 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from typing import Any, ClassVar, Literal
 
-import numpy as np
-import polars as pl
 from pydantic import Field
 
+from taskcost._internal.lazy import np, pl
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, Filters, Sql, task_scope
 from taskcost.analytics._question import Options, Question, UsageError
@@ -63,7 +62,6 @@ _OUTCOME = (
 )
 _PLACES = Decimal("0.000000000001")  # the views' money scale, DECIMAL(38, 12)
 _MICRO = Decimal("0.000001")
-_MONEY = pl.Decimal(38, 12)
 
 
 class CostOptions(Options):
@@ -372,7 +370,7 @@ def _waste_table(t: dict[str, Any]) -> pl.DataFrame:
     ]  # fmt: skip
     schema: dict[str, Any] = {
         "kind": pl.String,
-        "amount_usd": _MONEY,
+        "amount_usd": pl.Decimal(38, 12),
         "share_of_spend": pl.Float64,
         "tasks": pl.Int64,
         "calls": pl.Int64,
@@ -488,7 +486,7 @@ def _groups_table(
     alone = everything.filter(pl.col("tasks") > 0).height == 1
     intervals, skipped = _group_intervals(finished, keys, confidence, whole, alone)
     rows = [_row(r, by, bucket) | _ci_columns(i) for r, i in zip(shown.to_dicts(), intervals, strict=True)]
-    money = dict.fromkeys((*_GROUP_MONEY, "ci_low_usd", "ci_high_usd"), _MONEY)
+    money = dict.fromkeys((*_GROUP_MONEY, "ci_low_usd", "ci_high_usd"), pl.Decimal(38, 12))
     if len(everything) > len(shown):
         which = "the latest" if by is None else "the costliest"
         notes.append(f"showing {len(shown)} of {len(everything)} groups ({which}); the summary covers all")

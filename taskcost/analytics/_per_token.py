@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from typing import Any, ClassVar, Literal
 
-import polars as pl
 from pydantic import Field
 
+from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._filters import CALL_DIMENSIONS, MIXED, Filters, Sql, call_scope, task_scope
 from taskcost.analytics._question import Options, Question
@@ -43,8 +43,6 @@ MAX_TASKS = 20_000_000
 """At most this many selected tasks are read back (one small row each); more is an error, never a shorter answer."""
 
 _MICRO = Decimal("0.000001")
-_MONEY = pl.Decimal(38, 12)
-_RATIO = pl.Decimal(38, 6)
 
 
 class PerTokenOptions(Options):
@@ -133,7 +131,7 @@ def _call_groups(store: ReadStore, filters: Filters, by: str) -> pl.DataFrame:
         .agg(
             call_attempts=pl.col("attempts").sum().cast(pl.Int64),
             priced_attempts=pl.col("attempts").filter(priced).sum().cast(pl.Int64),
-            call_spend_usd=pl.col("spend_usd").filter(priced).first().cast(_MONEY),
+            call_spend_usd=pl.col("spend_usd").filter(priced).first().cast(pl.Decimal(38, 12)),
             priced_input_tokens=pl.col("input_tokens").filter(priced).sum().cast(pl.Int64),
             priced_output_tokens=pl.col("output_tokens").filter(priced).sum().cast(pl.Int64),
             unpriced_input_tokens=pl.col("input_tokens").filter(unpriced).sum().cast(pl.Int64),
@@ -156,7 +154,7 @@ def _task_groups(rows: pl.DataFrame) -> pl.DataFrame:
             pl.when(pl.col(column).filter(fin).count() > 0)
             .then(pl.col(column).filter(fin).sum())
             .otherwise(None)
-            .cast(_MONEY)
+            .cast(pl.Decimal(38, 12))
         )
 
     return rows.group_by("value").agg(
@@ -247,9 +245,9 @@ def _groups(
         **dict.fromkeys(["call_attempts", "priced_attempts", "priced_input_tokens", "priced_output_tokens"], pl.Int64),
         **dict.fromkeys(["unpriced_input_tokens", "unpriced_output_tokens", "tasks", "finished_tasks"], pl.Int64),
         **dict.fromkeys(["completed_tasks", "running_tasks", "task_attempts", "task_unpriced_attempts"], pl.Int64),
-        **dict.fromkeys(["call_spend_usd", "task_spend_usd", "tool_spend_usd"], _MONEY),
-        **dict.fromkeys(["per_mtok_usd", "per_completed_task_usd"], _RATIO),
-        **dict.fromkeys(["per_completed_task_low_usd", "per_completed_task_high_usd"], _RATIO),
+        **dict.fromkeys(["call_spend_usd", "task_spend_usd", "tool_spend_usd"], pl.Decimal(38, 12)),
+        **dict.fromkeys(["per_mtok_usd", "per_completed_task_usd"], pl.Decimal(38, 6)),
+        **dict.fromkeys(["per_completed_task_low_usd", "per_completed_task_high_usd"], pl.Decimal(38, 6)),
         "ci_method": pl.String,
         **dict.fromkeys(["success_rate", "success_rate_low", "success_rate_high"], pl.Float64),
         "attempts_per_completed_task": pl.Float64,

@@ -13,14 +13,15 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
+from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import frame
 from taskcost.analytics._filters import Filters, Sql, call_scope, utc_text
-from taskcost.pricing import TokenUsage, price_call
 from taskcost.store import ReadStore
+
+if TYPE_CHECKING:
+    from taskcost.pricing import TokenUsage
 
 __all__ = ["UNITS", "ModelRates", "completed_rates", "listed_rates", "model_rates", "rates_frame"]
 
@@ -140,6 +141,8 @@ def listed_rates(provider: str | None, model: str | None, at: datetime) -> Model
     shows a rate of: each unit priced on a small prompt. None when the price data does not know the model."""
     at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
     n = _LISTED_TOKENS
+
+    from taskcost.pricing import TokenUsage, price_call  # the price data loads on first use
 
     def per_token(usage: TokenUsage) -> Decimal | None:
         cost = price_call(provider, model, usage, at).cost_usd

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
-import numpy as np
-import polars as pl
+from taskcost._internal.lazy import np, pl
 
 __all__ = [
     "stats",

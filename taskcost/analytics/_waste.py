@@ -30,9 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
-import numpy as np
-import polars as pl
-
+from taskcost._internal.lazy import np, pl
 from taskcost.analytics._answer import frame
 from taskcost.analytics._filters import Filters, Sql, utc_text
 from taskcost.analytics._rates import ModelRates, listed_rates

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -22,14 +22,10 @@ from taskcost.cli._options import (
     parse_time,
     reporting_failures,
 )
-from taskcost.pricing import (
-    ClusterWindowCost,
-    DataFileError,
-    PricingConfig,
-    bundled_data,
-    format_usd,
-    gpu_catalogue,
-)
+from taskcost.pricing import format_usd
+
+if TYPE_CHECKING:
+    from taskcost.pricing import ClusterWindowCost, PricingConfig
 
 __all__ = ["explain_cost", "prices_app"]
 
@@ -49,7 +45,7 @@ def update(
     ] = None,
 ) -> None:
     """Load newer price data offline: validate it, keep it beside the database, and use it for new calls."""
-    from taskcost.pricing import install_data
+    from taskcost.pricing import DataFileError, bundled_data, install_data
 
     settings = settings_or_exit(db=db, prices_dir=prices_dir)
     target = settings.pricing_config().prices_dir
@@ -79,7 +75,7 @@ def reset(
     db: DbOption = None, prices_dir: Annotated[Path | None, typer.Option(help="The prices directory")] = None
 ) -> None:
     """Go back to the price data bundled with genai-prices (loaded files are kept, for the record)."""
-    from taskcost.pricing import reset_data
+    from taskcost.pricing import bundled_data, reset_data
 
     settings = settings_or_exit(db=db, prices_dir=prices_dir)
     target = settings.pricing_config().prices_dir
@@ -199,6 +195,8 @@ def missing(
 @prices_app.command("gpus")
 def gpus() -> None:
     """The shipped catalogue of public GPU hourly prices (for clusters with no contract price)."""
+    from taskcost.pricing import gpu_catalogue
+
     table = Table("id", "GPU", "$/GPU-hour", "offer", "source", "checked")
     for r in gpu_catalogue().values():
         table.add_row(r.id, r.gpu_type, str(r.usd_per_gpu_hour), r.offer, r.source, r.checked.isoformat())

@@ -7,13 +7,16 @@ import json
 import os
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import pyarrow as pa
 
+from taskcost._internal.lazy import pa
 from taskcost.settings import Settings
-from taskcost.store import ApiKey, DuckDBStore, QueryError, QueryResult, StoreUnavailableError
+from taskcost.store import ApiKey, QueryError, QueryResult, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from taskcost.store import DuckDBStore
 
 __all__ = [
     "PricingServer",
@@ -148,16 +151,14 @@ class RemoteStore(Remote):
         )
 
 
-_ARROW_TYPES: dict[str, pa.DataType] = {
-    "BIGINT": pa.int64(),
-    "INTEGER": pa.int32(),
-    "HUGEINT": pa.decimal128(38, 0),
-    "DOUBLE": pa.float64(),
-    "FLOAT": pa.float32(),
-    "BOOLEAN": pa.bool_(),
-    "VARCHAR": pa.string(),
-    "TIMESTAMP": pa.timestamp("us"),
-    "DATE": pa.date32(),
+_ARROW_TYPES = {
+    "BIGINT": "int64",
+    "INTEGER": "int32",
+    "DOUBLE": "float64",
+    "FLOAT": "float32",
+    "BOOLEAN": "bool_",
+    "VARCHAR": "string",
+    "DATE": "date32",
 }
 
 
@@ -166,7 +167,12 @@ def _arrow_type(duckdb_type: str) -> pa.DataType | None:
     if duckdb_type.startswith("DECIMAL("):
         precision, scale = duckdb_type[len("DECIMAL(") : -1].split(",")
         return pa.decimal128(int(precision), int(scale))
-    return _ARROW_TYPES.get(duckdb_type)
+    if duckdb_type == "HUGEINT":
+        return pa.decimal128(38, 0)
+    if duckdb_type == "TIMESTAMP":
+        return pa.timestamp("us")
+    name = _ARROW_TYPES.get(duckdb_type)
+    return getattr(pa, name)() if name else None
 
 
 class RemoteAdmin(Remote):
@@ -207,6 +213,8 @@ def open_target(db: Path, url: str | None, key: str | None = None) -> RemoteStor
     if running:
         return RemoteStore(running["url"], key or running.get("admin_token"))
     try:
+        from taskcost.store import DuckDBStore
+
         return DuckDBStore.open(db, read_only=True)
     except StoreUnavailableError as exc:
         raise StoreUnavailableError(f"{exc}\n(no running server recorded in {server_info_path(db)})") from None
@@ -222,12 +230,16 @@ def open_admin(db: Path, url: str | None, admin_token: str | None) -> RemoteAdmi
     running = running_server(db)
     if running:
         return RemoteAdmin(running["url"], admin_token or running.get("admin_token"))
+    from taskcost.store import DuckDBStore
+
     return DuckDBStore.open(db)
 
 
 def open_served(settings: Settings, *, spool: bool) -> DuckDBStore:
     """The database opened for writing as the server opens it: its writer's batch and queue bounds, the dedupe
     window and DuckDB's memory limit and threads, all from ``settings`` (raises StoreUnavailableError)."""
+    from taskcost.store import DuckDBStore
+
     return DuckDBStore.open(
         settings.db,
         max_batch_spans=settings.writer_max_batch_spans,

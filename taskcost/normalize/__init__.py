@@ -2,23 +2,31 @@
 
 Which attribute names are read, in which precedence, is the table in _conventions (docs/conventions.md)."""
 
-from taskcost.normalize._decode import (
-    DecodeError,
-    decode_json,
-    decode_protobuf,
-    encode_json,
-    key_value,
-    to_any_value,
-)
-from taskcost.normalize._normalize import normalize_request
-from taskcost.normalize._records import (
-    LLMCallRecord,
-    NormalizedBatch,
-    SpanRecord,
-    TaskRecord,
-    ToolCallRecord,
-)
-from taskcost.normalize._rules import DEFAULT_RULES, NormalizeRules
+from typing import TYPE_CHECKING
+
+from taskcost._internal.lazy import lazy_exports
+
+# imported on first use: decoding loads protobuf, which a command that only reads settings never needs
+if TYPE_CHECKING:
+    from taskcost.normalize._decode import (
+        DecodeError,
+        decode_json,
+        decode_protobuf,
+        encode_json,
+        key_value,
+        to_any_value,
+    )
+    from taskcost.normalize._normalize import normalize_request
+    from taskcost.normalize._records import (
+        LLMCallRecord,
+        NormalizedBatch,
+        SpanRecord,
+        TaskRecord,
+        ToolCallRecord,
+    )
+    from taskcost.normalize._rules import DEFAULT_RULES, NormalizeRules
+
+__getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = [
     "DEFAULT_RULES",

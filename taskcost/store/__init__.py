@@ -1,11 +1,13 @@
 """Storage. The only package that talks to DuckDB; everything else uses the ``Store`` interface.
 
-``DuckDBStore`` and ``PUBLIC_RELATIONS`` load DuckDB: they are imported on first use, so that a process that only
-lays rows out (a decode worker: ``prepare_batch``) does not load it."""
+Everything but the interface (``_base``) and the keys is imported on first use: ``DuckDBStore`` and
+``PUBLIC_RELATIONS`` load DuckDB, the row layout (``prepare_batch``) loads pyarrow and the prices. A decode worker
+does not load DuckDB; a command that only reads through a server loads none of them."""
 
 from typing import TYPE_CHECKING, Any
 
 from taskcost.store._base import (
+    AllocationDue,
     CommitInfo,
     QueryError,
     QueryResult,
@@ -16,11 +18,11 @@ from taskcost.store._base import (
     StoreUnavailableError,
 )
 from taskcost.store._keys import KEY_KINDS, ApiKey
-from taskcost.store._migrations import MIGRATIONS
-from taskcost.store._rows import DEFAULT_PROJECT, PreparedBatch, prepare_batch, typed_tables
 
 if TYPE_CHECKING:
     from taskcost.store._duckdb import DuckDBStore
+    from taskcost.store._migrations import MIGRATIONS
+    from taskcost.store._rows import DEFAULT_PROJECT, PreparedBatch, prepare_batch, typed_tables
     from taskcost.store._sandbox import PUBLIC_RELATIONS
     from taskcost.store._spool import ipc_stream
 
@@ -29,6 +31,7 @@ VIEWS = ("llm_calls", "tool_calls", "tasks")
 
 __all__ = [
     "DEFAULT_PROJECT",
+    "AllocationDue",
     "KEY_KINDS",
     "PUBLIC_RELATIONS",
     "ApiKey",
@@ -50,7 +53,16 @@ __all__ = [
 ]
 
 
-_WHERE = {"DuckDBStore": "_duckdb", "PUBLIC_RELATIONS": "_sandbox", "ipc_stream": "_spool"}
+_WHERE = {
+    "DuckDBStore": "_duckdb",
+    "PUBLIC_RELATIONS": "_sandbox",
+    "ipc_stream": "_spool",
+    "MIGRATIONS": "_migrations",
+    "DEFAULT_PROJECT": "_rows",
+    "PreparedBatch": "_rows",
+    "prepare_batch": "_rows",
+    "typed_tables": "_rows",
+}
 
 
 def __getattr__(name: str) -> Any:
