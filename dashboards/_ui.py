@@ -198,19 +198,14 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def empty_state(what: str = "No data yet") -> Any:
-    """What an empty store (or an empty selection) shows instead of a chart."""
-    return dmc.Alert(
-        [
-            dmc.Text(
-                "Nothing matches these filters. Send spans to this server's OTLP endpoint (/v1/traces) with the "
-                "taskcost SDK, widen the time range, or run `taskcost demo` to see a simulated fleet."
-            )
-        ],
-        title=what,
-        color="gray",
-        className="tc-empty",
-    )
+def empty_state(what: str = "No data yet", *, filtered: bool = True) -> Any:
+    """What an empty store (or an empty selection) shows instead of a chart. ``filtered``: the page has filters,
+    so widening them is one way out."""
+    ways = "Send spans to this server's OTLP endpoint (/v1/traces) with the taskcost SDK"
+    ways += ", widen the filters or the time range," if filtered else ","
+    ways += " or run `taskcost demo` to see a simulated fleet."
+    lead = "Nothing matches these filters. " if filtered else ""
+    return dmc.Alert([dmc.Text(lead + ways)], title=what, color="gray", className="tc-empty")
 
 
 def error_box(message: str) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -69,6 +70,85 @@ class _GatedReads:
         return self._gate.run(self._store.arrow, sql, params, **kwargs)
 
 
+def _server_figures(app: FastAPI, settings: Settings, store: Store) -> Callable[[], dict[str, Any]]:
+    """The server's own figures for the dashboards' Data health page: its counters (what /metrics exposes: the
+    whole server's, every project, since it started), its write queue and spool, and the prices it prices with
+    (what /api/pricing/status says). Counts and versions only: no stored row, so nothing of another project."""
+    metrics = app.state.metrics
+    pricing = app.state.intake.pricing
+    started_at = datetime.now(UTC)
+    spool = settings.db.with_name(settings.db.name + ".spool")  # where the spool setting keeps it: <db>.spool/
+
+    def by_label(counter: Any) -> dict[str, int]:
+        return {
+            ",".join(s.labels.values()) or "": int(s.value)
+            for m in counter.collect()
+            for s in m.samples
+            if s.name.endswith("_total")
+        }
+
+    def total(counter: Any) -> int:
+        return sum(by_label(counter).values())
+
+    def spool_files() -> tuple[int, int]:
+        size = aside = 0
+        for path in spool.glob("*") if spool.is_dir() else ():
+            try:
+                if path.suffix == ".spool":
+                    size += path.stat().st_size
+                elif path.suffix == ".rejected":
+                    aside += 1
+            except OSError:  # committed and deleted meanwhile
+                continue
+        return size, aside
+
+    def figures() -> dict[str, Any]:
+        spool_bytes, set_aside = spool_files()
+        p = pricing.current()
+        return {
+            "scope": "server",
+            "started_at": started_at,
+            "spans": {
+                "received": total(metrics.received),
+                "accepted": total(metrics.accepted),
+                "deduplicated": total(metrics.deduplicated),
+                "rejected": total(metrics.rejected),
+                "rejected_by_reason": by_label(metrics.rejected),
+                "dropped": total(metrics.dropped),
+                "attribute_values_ignored": total(metrics.ignored_values),
+            },
+            "requests": {
+                "refused_by_reason": by_label(metrics.refused),
+                "throttled_by_reason": by_label(metrics.throttled),
+                "invalid_by_status": by_label(metrics.bad_requests),
+                "sql_refused": total(metrics.sql_refused),
+            },
+            "writer": {
+                "alive": store.writer_alive,
+                "queued_spans": store.queued_spans,
+                "queue_limit_spans": store.queue_limit,
+                "failed_batches": getattr(store, "failed_batches", None),
+            },
+            "spool": {
+                "enabled": settings.spool,
+                "backlog_spans": store.queued_spans if settings.spool else 0,
+                "bytes": spool_bytes,
+                "set_aside_records": set_aside,
+            },
+            "prices": {
+                "data": p.data.label,
+                "origin": p.data.origin,
+                "providers": p.data.providers,
+                "models": p.data.models,
+                "book": p.book_version,
+                "clusters": None if p.clusters is None else p.clusters.label,
+                "error": pricing.error,
+            },
+        }
+
+    return figures
+
+
 def create_app(
     settings: Settings,
     store: Store,
@@ -92,7 +172,10 @@ def create_app(
 
         token = admin_token or settings.admin_token
         dash_app = create_dash_app(
-            _GatedReads(store, app.state.sql_gate), caller_scope_key=CALLER_PROJECT, requests_pathname_prefix="/dash/"
+            _GatedReads(store, app.state.sql_gate),
+            caller_scope_key=CALLER_PROJECT,
+            health=_server_figures(app, settings, store),
+            requests_pathname_prefix="/dash/",
         )
         app.add_api_route("/dash", lambda: RedirectResponse("/dash/"), include_in_schema=False)
         app.mount("/dash", _ReadKeyGate(WSGIMiddleware(dash_app.server), store, token))  # type: ignore[arg-type]

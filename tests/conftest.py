@@ -46,11 +46,23 @@ SLOW_MODULES = frozenset(
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.module is not None and item.module.__name__.rpartition(".")[2] in SLOW_MODULES:
+        module = item.module.__name__ if item.module is not None else ""
+        # the browser tests (tests/browser/) are slow too: a real chromium and a real server per test session
+        if module.rpartition(".")[2] in SLOW_MODULES or module.startswith("tests.browser."):
             item.add_marker(pytest.mark.slow)
 
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The browser tests' demo database takes minutes to make: start it now, while the other tests run."""
+    if any(i.nodeid.startswith("tests/browser/") for i in session.items) and not os.environ.get(
+        "TASKCOST_TEST_DEMO_DB"
+    ):
+        from tests.browser.demo_data import build_in_background
+
+        build_in_background()
 
 
 def free_port() -> int:

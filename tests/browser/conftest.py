@@ -8,12 +8,9 @@ error or a failed Dash callback (HTTP >= 400 from ``_dash-update-component``) fa
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, Server, cli_env, free_port, start_server, stop_server
+from tests.browser.demo_data import demo_database
+from tests.conftest import REPO, Server, free_port, start_server, stop_server
 
 CHROMIUM = Path(os.environ.get("TASKCOST_TEST_CHROMIUM", "/usr/lib/chromium/chromium"))
 SCREENSHOTS = REPO / "tests" / "browser" / "screenshots"  # every page of every run (not committed)
 README_IMAGES = REPO / "docs" / "img"  # the README's screenshots, kept current by the tests
-DEMO_SEED = 7
 
 # As root (CI) chromium needs --no-sandbox; the rest keeps it off the (closed) network and quiet.
 CHROME_ARGS = [
@@ -58,47 +55,10 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
-def _shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder every xdist worker of this run sees (the parent of the workers' own base temp dirs)."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-
-
 @pytest.fixture(scope="session")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A database the real `taskcost demo` filled (a short run, fixed seed): made by the first worker, reused."""
-    if os.environ.get("TASKCOST_TEST_DEMO_DB"):  # while working on a page: a demo database made earlier
-        return Path(os.environ["TASKCOST_TEST_DEMO_DB"])
-    shared = _shared_dir(tmp_path_factory)
-    db = shared / "browser-demo.duckdb"
-    with (shared / "browser-demo.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not db.exists():
-            work = shared / "browser-demo-work.duckdb"
-            proc = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "taskcost",
-                    "demo",
-                    "--db",
-                    str(work),
-                    "--port",
-                    str(free_port()),
-                    "--minutes",
-                    "0.25",
-                    "--seed",
-                    str(DEMO_SEED),
-                ],
-                capture_output=True,
-                text=True,
-                env=cli_env(),
-                timeout=400,
-            )
-            if proc.returncode != 0:
-                raise AssertionError(f"taskcost demo failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-            shutil.copy(work, db)
-    return db
+def demo_db() -> Path:
+    """A database the real `taskcost demo` filled (a short run, fixed seed): made once per run, reused."""
+    return demo_database()
 
 
 def serve_copy(db: Path | None, tmp: Path, env: dict[str, str] | None = None) -> Server:
