@@ -82,11 +82,13 @@ def create_dash_app(
         routes_pathname_prefix="/",
         **dash_kwargs,
     )
-    for module in _pages():
+    pages = _pages()
+    for module in pages:
         module.register(app, ctx)
+    entries = [dash.page_registry[m.NAME] for m in pages]  # the navigation keeps the pages' own order
     nav = [
         dmc.NavLink(label=p["name"], href=p["relative_path"], id=f"nav-{p['module']}", active="exact")
-        for p in dash.page_registry.values()
+        for p in entries
     ]
     app.layout = dmc.MantineProvider(
         dmc.AppShell(

@@ -16,7 +16,8 @@ from pathlib import Path
 from tests.conftest import cli_env, free_port
 
 DEMO_SEED = 7
-DEMO_MINUTES = "0.25"
+# half a minute of 24 agents at 20x simulated speed: ~700 tasks, ~1,600 calls, both engine versions well sampled
+DEMO_ARGS = ("--minutes", "0.5", "--speed", "20", "--agents", "24")
 
 
 def shared_dir() -> Path:
@@ -39,7 +40,7 @@ def demo_database() -> Path:
             work = shared / "demo-work.duckdb"
             work.unlink(missing_ok=True)
             cmd = [sys.executable, "-m", "taskcost", "demo", "--db", str(work), "--port", str(free_port())]
-            cmd += ["--minutes", DEMO_MINUTES, "--seed", str(DEMO_SEED)]
+            cmd += [*DEMO_ARGS, "--seed", str(DEMO_SEED)]
             proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(), timeout=400)
             if proc.returncode != 0:
                 raise AssertionError(f"taskcost demo failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
