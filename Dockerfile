@@ -1,4 +1,6 @@
-# taskcost collector: OTLP/HTTP intake, SQL API and dashboards on one port, DuckDB file under /data.
+# taskcost collector: OTLP/HTTP intake, SQL API and dashboards on one port, OTLP/gRPC on another, DuckDB file under
+# /data. It binds 0.0.0.0, so it needs API keys: its first start on an empty /data creates an ingest and a read key
+# of project "default" (TASKCOST_FIRST_KEYS_PROJECT) and prints their secrets once to the log.
 FROM python:3.11-slim
 
 WORKDIR /app
@@ -12,7 +14,9 @@ RUN pip install --no-cache-dir -c constraints.txt ./sdk . \
 USER taskcost
 ENV TASKCOST_DB=/data/taskcost.duckdb \
     TASKCOST_HOST=0.0.0.0 \
-    TASKCOST_PORT=4318
+    TASKCOST_PORT=4318 \
+    TASKCOST_GRPC_PORT=4317 \
+    TASKCOST_FIRST_KEYS_PROJECT=default
 VOLUME ["/data"]
 EXPOSE 4318 4317
 CMD ["taskcost", "serve"]

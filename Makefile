@@ -4,7 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB ?= taskcost.duckdb
-PORT ?= 4318
+## make run's ports: PORT (OTLP/HTTP, SQL API, dashboards) and GRPC_PORT (OTLP/gRPC, 0 = off). Unset, taskcost's
+## settings decide: TASKCOST_PORT / TASKCOST_GRPC_PORT, taskcost.toml, else 4318 and 4317.
+PORT ?=
+GRPC_PORT ?=
 CHROMIUM := /usr/lib/chromium/chromium
 
 .PHONY: install install-browser run demo test lint unit bench clean
@@ -28,9 +31,10 @@ install-browser: $(CHROMIUM)
 
 install: $(STAMP)
 
-## The main job: the collector (OTLP/HTTP on :4318, SQL API, dashboards) on the embedded DuckDB file.
+## The main job: the collector (OTLP/HTTP on :4318, SQL API, dashboards; OTLP/gRPC on :4317) on the embedded DuckDB
+## file. Other ports: make run PORT=4319 GRPC_PORT=4316 (GRPC_PORT=0 turns OTLP/gRPC off); another file: DB=path.
 run: $(STAMP)
-	$(BIN)/taskcost serve --db $(DB) --port $(PORT)
+	$(BIN)/taskcost serve --db $(DB)$(if $(PORT), --port $(PORT))$(if $(GRPC_PORT), --grpc-port $(GRPC_PORT))
 
 ## A live demo: the service on its own database (taskcost-demo.duckdb), fed for 5 minutes (or until Ctrl-C) by a
 ## simulated fleet of agents through the real SDK and LLM clients against a local fake model server.

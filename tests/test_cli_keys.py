@@ -39,7 +39,7 @@ def test_keys_through_the_running_server(server: Server) -> None:
     assert ingest.startswith("tc_ingest_") and read.startswith("tc_read_")
 
     # auth is on now: the agent without a key is refused (and never breaks), with its key it lands
-    assert _agent(server, None).returncode == 0
+    assert _agent(server, None).returncode == 1  # it says nothing was accepted
     assert _count(server) == 0
     assert _agent(server, f"authorization=Bearer%20{ingest}").returncode == 0
     assert _count(server) == 5  # the local owner (admin token) sees every project
@@ -52,7 +52,7 @@ def test_keys_through_the_running_server(server: Server) -> None:
     assert listed.count("team-a") == 2 and "team-b" in listed and ingest not in listed
     key_id = next(line.split()[1] for line in listed.splitlines() if "ingest" in line)
     run_cli("keys", "revoke", key_id, "--db", str(server.db))
-    assert _agent(server, f"authorization=Bearer%20{ingest}").returncode == 0
+    assert _agent(server, f"authorization=Bearer%20{ingest}").returncode == 1
     assert _count(server) == 5  # the revoked key's spans were refused
 
 

@@ -27,7 +27,7 @@ TOOL = Decimal("0.005")
 def _run_agent(server: Server) -> None:
     env = {**cli_env(), "OTEL_EXPORTER_OTLP_ENDPOINT": server.url}
     proc = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "quickstart_agent.py")],
+        [sys.executable, str(REPO / "examples" / "quickstart_agent.py"), "--task-id", "review-42"],
         env=env,
         capture_output=True,
         text=True,
@@ -130,8 +130,9 @@ def test_sql_refuses_writes_through_the_server(server: Server) -> None:
 
 
 def test_agent_without_a_collector_runs_and_exits(tmp_path) -> None:
-    """Nothing listens: the agent still finishes its work and exits 0, and its flush at exit is bounded
-    (the script gives shutdown 10 s; the exporter's own retries would take longer if they blocked it)."""
+    """Nothing listens: the agent still finishes its work, and exits 1 saying nothing was accepted; its flush at
+    exit is bounded (the script gives shutdown 10 s; the exporter's own retries would take longer if they blocked
+    it)."""
     env = {**cli_env(), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}  # nothing listens there
     started = time.monotonic()
     proc = subprocess.run(
@@ -141,7 +142,8 @@ def test_agent_without_a_collector_runs_and_exits(tmp_path) -> None:
         text=True,
         timeout=60,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
+    assert "accepted 0 spans" in proc.stderr
     assert time.monotonic() - started < 25
 
 

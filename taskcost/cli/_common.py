@@ -17,6 +17,9 @@ app = typer.Typer(
     help="Task-cost accounting for LLM agents: serve the collector, query the data.",
     no_args_is_help=True,
     add_completion=False,
+    # plain help: flags without a `<bool>` value, and help's literal `[env TASKCOST_...]` kept (Rich markup ate it)
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 120},
 )
 # Piped output is not cut to 80 columns: ids and numbers stay whole for scripts.
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 400)

@@ -3,20 +3,67 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import ipaddress
 import logging
 import secrets
+import socket
 import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from taskcost.cli._common import app, err, fail, settings_or_exit
 from taskcost.cli._options import DbOption
-from taskcost.store import StoreUnavailableError
+from taskcost.store import DuckDBStore, StoreUnavailableError
 
 __all__ = ["serve"]
+
+# How to choose another port, in the error that says a port is taken
+_HTTP_PORT_HINT = "serve on another port with --port N (TASKCOST_PORT=N; with make: make run PORT=N)"
+_GRPC_PORT_HINT = (
+    "serve OTLP/gRPC on another port with --grpc-port N (TASKCOST_GRPC_PORT=N; with make: make run GRPC_PORT=N), "
+    "or turn it off with --grpc-port 0"
+)
+
+
+def _bind_error(host: str, port: int) -> OSError | None:
+    """Why ``host:port`` cannot be bound for listening right now (another process listens there...), else None."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no conflict
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc
+    return None
+
+
+def _first_keys(store: DuckDBStore, project: str) -> list[tuple[str, str, str]]:
+    """An ingest and a read key of ``project`` (``first_keys_project``, at a start that found no active key), created
+    now: (kind, key id, secret) each."""
+    made = [store.create_key(project, kind) for kind in ("ingest", "read")]
+    return [(key.kind, key.id, secret) for key, secret in made]
+
+
+def _first_keys_message(keys: list[tuple[str, str, str]], project: str, url: str, db: Path) -> str:
+    """What the log says once about the keys made at the first start: their secrets and how to get in."""
+    secret = {kind: s for kind, _, s in keys}
+    lines = [
+        f"no API key existed: created the first keys of project {project!r} (first_keys_project); "
+        "their secrets are shown this once:",
+    ]
+    lines += [f"  {kind} key {key_id}: {s}" for kind, key_id, s in keys]
+    lines += [
+        "  send spans with the ingest key, e.g. "
+        f'OTEL_EXPORTER_OTLP_ENDPOINT={url} OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer%20{secret["ingest"]}"',
+        f"  read with the read key: dashboards {url}/dash/ (Basic auth, the key as password); "
+        f'taskcost sql --url {url} --key {secret["read"]} "SELECT * FROM tasks"',
+        f"  more keys, list, revoke: taskcost keys create|list|revoke --db {db} (where the server runs)",
+    ]
+    return "\n".join(lines)
 
 
 def _is_loopback(host: str) -> bool:
@@ -45,6 +92,15 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    first_keys_project: Annotated[
+        str | None,
+        typer.Option(
+            "--first-keys-project",
+            help="When no API key exists, create an ingest and a read key of this project and print their secrets "
+            "once [env TASKCOST_FIRST_KEYS_PROJECT]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the collector: OTLP/HTTP on /v1/traces, the SQL API on /api/sql, dashboards on /dash/."""
     import uvicorn
@@ -55,7 +111,12 @@ def serve(
     from taskcost.collector import start_grpc_server
 
     settings = settings_or_exit(
-        db=db, port=port, grpc_port=grpc_port, host=host, allow_unauthenticated=allow_unauthenticated
+        db=db,
+        port=port,
+        grpc_port=grpc_port,
+        host=host,
+        allow_unauthenticated=allow_unauthenticated,
+        first_keys_project=first_keys_project,
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     use_system_allocator()  # before any Arrow buffer exists (with decode_workers 0, this process builds them)
@@ -63,14 +124,35 @@ def serve(
         store = open_served(settings, spool=settings.spool)
     except StoreUnavailableError as exc:
         raise fail(str(exc)) from None
-    if not _is_loopback(settings.host) and not store.auth_enabled and not settings.allow_unauthenticated:
+    first_project = None if store.auth_enabled else settings.first_keys_project  # its keys are made below
+    if (
+        not _is_loopback(settings.host)
+        and not store.auth_enabled
+        and first_project is None
+        and not settings.allow_unauthenticated
+    ):
         store.close()
         raise fail(
             f"refusing to serve {settings.host} without authentication: no API key exists. Create keys first "
-            f"(taskcost keys create PROJECT --kind ingest --db {settings.db}), or pass --allow-unauthenticated"
+            f"(taskcost keys create PROJECT --kind ingest --db {settings.db}), have the first start create them "
+            "(--first-keys-project PROJECT, TASKCOST_FIRST_KEYS_PROJECT), or pass --allow-unauthenticated"
         )
+    # a port another process holds fails here, before anything starts, saying how to choose another one
+    for what, bind_port, hint in (
+        ("OTLP/HTTP", settings.port, _HTTP_PORT_HINT),
+        ("OTLP/gRPC", settings.grpc_port, _GRPC_PORT_HINT),
+    ):
+        taken = _bind_error(settings.host, bind_port) if bind_port else None
+        if taken is not None:
+            store.close()
+            how = f"; {hint}" if taken.errno == errno.EADDRINUSE else ""
+            raise fail(f"cannot serve {what} on {settings.host}:{bind_port}: {taken.strerror}{how}")
     shown_host = settings.host if _is_loopback(settings.host) else "127.0.0.1"
     url = f"http://{shown_host}:{settings.port}"
+    if first_project is not None:
+        # printed as soon as they exist: whatever happens next, the secrets are in the log once
+        first_keys = _first_keys(store, first_project)
+        err.print(_first_keys_message(first_keys, first_project, url, settings.db), highlight=False)
     admin_token = settings.admin_token or secrets.token_urlsafe(32)
     info = write_server_info(settings.db, url, admin_token)
     receiver: Any = None
@@ -107,10 +189,17 @@ def serve(
         receiver = start_grpc_server(store, settings, intake=application.state.intake, decoders=decoders)
     except (ValueError, OSError) as exc:
         release()
-        what = "OTLP/gRPC" if isinstance(exc, OSError) else "the pricing configuration"
-        raise fail(f"cannot start: {what}: {exc}") from None
+        if isinstance(exc, OSError):
+            raise fail(f"cannot start: OTLP/gRPC: {exc}; {_GRPC_PORT_HINT}") from None
+        raise fail(f"cannot start: the pricing configuration: {exc}") from None
     try:
-        auth = "API keys required" if store.auth_enabled else "no auth (no API key exists)"
+        # Says the rule, not a state read once: a key created while the server runs (`taskcost keys create` asks
+        # the running server) turns authentication on at once, and this line stays in the log.
+        auth = (
+            "API keys required"
+            if store.auth_enabled
+            else "no auth until the first API key is created: taskcost keys create PROJECT --kind ingest|read"
+        )
         err.print(
             f"taskcost serving {settings.db} on {url}  (OTLP/HTTP {url}/v1/traces, SQL {url}/api/sql"
             + (f", dashboards {url}/dash/" if dashboards else "")
