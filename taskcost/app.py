@@ -108,6 +108,7 @@ def _server_figures(app: FastAPI, settings: Settings, store: Store) -> Callable[
         return {
             "scope": "server",
             "started_at": started_at,
+            "cluster_allocation": app.state.cluster_allocation.status(),
             "spans": {
                 "received": total(metrics.received),
                 "accepted": total(metrics.accepted),

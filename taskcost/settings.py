@@ -19,9 +19,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from taskcost.normalize import DEFAULT_RULES
-
 if TYPE_CHECKING:
+    from taskcost.normalize import NormalizeRules
     from taskcost.pricing import PricingConfig
 
 __all__ = ["DEFAULT_CONFIG_FILE", "Settings", "config_file", "default_decode_workers", "load_settings"]
@@ -127,8 +126,14 @@ class Settings(BaseSettings):
     admin_token: str | None = Field(
         None, min_length=16, description="Token for key management over HTTP (else one is generated per run)."
     )
+    first_keys_project: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="When the server starts and no API key exists, create an ingest and a read key of this project "
+        "and print their secrets once (the container sets it).",
+    )
     task_id_attributes: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_RULES.task_id_attributes),
+        default_factory=lambda: list(_default_rules().task_id_attributes),
         description="Attributes that name a foreign span's task, first found wins (else the trace is the task).",
     )
     task_outcome_attribute: str | None = Field(
@@ -157,6 +162,12 @@ class Settings(BaseSettings):
     )
     cluster_window_s: int = Field(
         3600, ge=60, le=86400, description="Window over which a cluster's bill is allocated (divides a day)."
+    )
+    allocate_clusters: bool = Field(
+        True, description="The server allocates each cluster window once it has ended (false: `taskcost reprice`)."
+    )
+    cluster_allocation_delay_s: float = Field(
+        60.0, ge=0, le=86400, description="How long after a cluster window ends the server allocates it."
     )
 
     def server_duckdb_threads(self) -> int:
@@ -250,3 +261,9 @@ def load_settings(**overrides: Any) -> Settings:
     if "TASKCOST_CONFIG" in os.environ and not config_file().is_file():
         raise ValueError(f"TASKCOST_CONFIG names {str(config_file())!r}, which is not a file")
     return Settings(**given)
+
+
+def _default_rules() -> NormalizeRules:
+    from taskcost.normalize import DEFAULT_RULES
+
+    return DEFAULT_RULES

@@ -160,6 +160,18 @@ def test_reprice_and_cluster_costs_answer(open_store: Callable[..., Store]) -> N
     assert store.query("SELECT count(*) FROM tasks").rows == [(1,)]
 
 
+def test_cluster_allocation_answers(open_store: Callable[..., Store]) -> None:
+    """The server's allocation of the clusters' windows: nothing due and nothing allocated without a clusters file."""
+    store = open_store()
+    store.write(_batch(), timeout=30)
+    now = time.time_ns()
+    due = store.cluster_allocation_due(default_pricer(), closed_ns=now, received_since_ns=0)
+    assert due.since_ns is None and due.allocated_through_ns is None and due.closed_ns <= now
+    report = store.allocate_clusters(default_pricer(), since_ns=now - 3_600_000_000_000, until_ns=now)
+    assert isinstance(report, RepriceReport) and report.windows == 0 and report.self_hosted_changed == 0
+    assert store.cluster_costs() == []
+
+
 def test_a_read_only_store_reads_and_refuses_writes(open_store: Callable[..., Store]) -> None:
     writer = open_store("ro")
     writer.write(_batch(), timeout=30)

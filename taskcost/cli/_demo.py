@@ -4,13 +4,13 @@ The service is ``taskcost serve`` itself, run as a child process (in a session o
 the demo first and the server is stopped only after every span was flushed), with the demo's clusters file and a
 one-minute GPU-hour window. The fleet (``taskcost.demo.fleet``) runs in this process: agent threads, the real SDK
 and the real ``openai`` / ``anthropic`` clients, against the fake model server (``taskcost.demo.fake_llm``) on a
-loopback port. Each minute the demo asks the server to re-price, so self-hosted calls get their share of the
-clusters' GPU-hours once their window has ended.
+loopback port. The server allocates the clusters' GPU-hours by itself a few seconds after each one-minute window
+has ended (as any server does with a clusters file), so self-hosted calls get their share as the demo runs.
 
 Ctrl-C (or SIGTERM) once: the agents finish the task in hand; twice: they abandon it (the fake model answers the
 calls in flight at once). Then the spans are flushed, the clusters are handed back at the end of the current window,
-the demo waits for that window to end (Ctrl-C again: it does not) and has it allocated, and the server stops (its
-writer drained): every span sent is stored, and the summary says so.
+the demo waits for that window to end and for the server to allocate it (Ctrl-C again: it does not), and the server
+stops (its writer drained): every span sent is stored, and the summary says so.
 """
 
 from __future__ import annotations
@@ -38,12 +38,13 @@ from rich.text import Text
 
 from taskcost.cli._common import app, err, fail, out
 from taskcost.cli._target import PricingServer, RemoteStore, running_server, server_info_path
-from taskcost.pricing import RepriceReport, format_usd
+from taskcost.pricing import format_usd
 from taskcost.store import QueryError, StoreUnavailableError
 
 if TYPE_CHECKING:
     from taskcost.demo.fake_llm import FakeLLM
     from taskcost.demo.fleet import Fleet
+    from taskcost.pricing import ClusterWindowCost
 
 __all__ = ["demo"]
 
@@ -52,6 +53,8 @@ DEFAULT_PORT = 4318
 _PORTS_TRIED = 20
 _STARTUP_S = 120.0
 _FINISH_TASKS_S = 120.0  # after the first Ctrl-C, how long the agents may take to finish their tasks
+_ALLOCATION_DELAY_S = 3  # the server allocates a window this long after it ends (the fleet's spans are in by then)
+_ALLOCATION_WAIT_S = 120.0  # how long the demo waits for the server to allocate the last window, at most
 
 
 def _free(port: int) -> bool:
@@ -117,7 +120,13 @@ def _start_server(db: Path, port: int, clusters: Path, signals: _Signals) -> _Se
     from taskcost.demo.models import CLUSTER_WINDOW_S
 
     log = log_path(db)
-    env = {**os.environ, "TASKCOST_CLUSTERS_FILE": str(clusters), "TASKCOST_CLUSTER_WINDOW_S": str(CLUSTER_WINDOW_S)}
+    env = {
+        **os.environ,
+        "TASKCOST_CLUSTERS_FILE": str(clusters),
+        "TASKCOST_CLUSTER_WINDOW_S": str(CLUSTER_WINDOW_S),
+        "TASKCOST_ALLOCATE_CLUSTERS": "true",
+        "TASKCOST_CLUSTER_ALLOCATION_DELAY_S": str(_ALLOCATION_DELAY_S),
+    }
     cmd = [sys.executable, "-m", "taskcost", "serve", "--db", str(db), "--port", str(port)]
     cmd += ["--host", "127.0.0.1", "--grpc-port", "0"]
     with log.open("ab") as fh:
@@ -143,47 +152,37 @@ def _start_server(db: Path, port: int, clusters: Path, signals: _Signals) -> _Se
         signals.changed.wait(0.2)
 
 
-class _Repricer:
-    """Asks the server to re-price once each GPU-hour window has ended (on a thread: the progress line goes on)."""
+class _Allocation:
+    """The server's allocation of the clusters' GPU-hour windows: how far it has gone (/readyz), what it stored."""
 
-    def __init__(self, server: _Server, window_s: int, since: datetime) -> None:
+    def __init__(self, server: _Server, since: datetime) -> None:
         self.server = server
-        self.window_s = window_s
-        self.since = since
-        self.last: RepriceReport | None = None
-        self.error: str | None = None
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._done_window = self._window(time.time())
+        self.since = since  # this run's rental
 
-    def _window(self, at: float) -> int:
-        return int(at // self.window_s)
+    def state(self) -> dict[str, Any] | None:
+        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+            doc: dict[str, Any] = httpx.get(f"{self.server.url}/readyz", timeout=5).json()["cluster_allocation"]
+            return doc
+        return None
 
-    def tick(self) -> None:
-        """Start a re-price when a window ended since the last one (and none is running)."""
-        window = self._window(time.time() - 3)  # a few seconds of grace for the calls that ended at the boundary
-        if window > self._done_window and (self._thread is None or not self._thread.is_alive()):
-            self._done_window = window
-            self._thread = threading.Thread(target=self.run, name="demo-reprice", daemon=True)
-            self._thread.start()
+    def through(self, until: datetime) -> bool:
+        """Every window that ended by ``until`` is allocated."""
+        state = self.state()
+        done = None if state is None else state.get("allocated_through")
+        return done is not None and datetime.fromisoformat(done) >= until
 
-    def run(self) -> None:
-        asked = PricingServer(self.server.url, self.server.token, timeout_s=600.0)
+    def windows(self) -> list[ClusterWindowCost] | str:
+        """This run's allocated windows, or why they cannot be read."""
+        from taskcost.pricing import ClusterWindowCost
+
+        asked = PricingServer(self.server.url, self.server.token, timeout_s=60.0)
         try:
-            doc = asked.post("/api/admin/reprice", {"since": self.since.isoformat()})
-            report = RepriceReport.from_json(doc)
+            docs = asked.get("/api/admin/clusters", since=self.since.isoformat())
+            return [ClusterWindowCost.from_json(d) for d in docs]
         except (StoreUnavailableError, httpx.HTTPError, KeyError, ValueError) as exc:
-            with self._lock:
-                self.error = str(exc)
-            return
+            return str(exc)
         finally:
             asked.close()
-        with self._lock:
-            self.last, self.error = report, None
-
-    def wait(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
 
 
 @dataclass
@@ -318,7 +317,7 @@ def demo(
     try:
         import taskcost.demo.fleet  # noqa: F401  (the demo extra: taskcost-sdk, openai, anthropic)
         from taskcost.demo.fake_llm import FakeLLM
-        from taskcost.demo.models import SimulatedModels, clusters_toml, read_periods, rent
+        from taskcost.demo.models import CLUSTER_WINDOW_S, SimulatedModels, clusters_toml, read_periods, rent
     except ImportError as exc:
         raise fail(
             f"the demo needs the openai and anthropic clients and taskcost-sdk ({exc.name} is missing): "
@@ -363,7 +362,7 @@ def demo(
     how = "" if stopped in (0, -signal.SIGTERM) else f" (exit code {stopped}; see {server.log})"
     out.print(
         f"server stopped{how}. To look at the demo data again:\n"
-        f"  TASKCOST_CLUSTERS_FILE={clusters} taskcost serve --db {db}",
+        f"  TASKCOST_CLUSTERS_FILE={clusters} TASKCOST_CLUSTER_WINDOW_S={CLUSTER_WINDOW_S} taskcost serve --db {db}",
         highlight=False,
     )
     if code:
@@ -402,13 +401,12 @@ def _run(
     code: 1 when spans were not delivered or the fleet hit a bug."""
     import taskcost_sdk as tc
     from taskcost.demo.fleet import SERVICE_NAME, Fleet, configure_sdk
-    from taskcost.demo.models import CLUSTER_WINDOW_S
 
     fake_url = fake.url
     configure_sdk(server.url, fake_url)
     fleet = Fleet(fake_url, agents=agents, seed=seed, speed=speed)
     run_like = f"demo-{fleet.run_id}-%"
-    repricer = _Repricer(server, CLUSTER_WINDOW_S, rental.periods[-1][0])
+    allocation = _Allocation(server, rental.periods[-1][0])
     out.print(
         f"[bold]taskcost demo[/]: DEMO DATA (service.name [bold]{SERVICE_NAME}[/], "
         f"deployment.environment.name=demo, task ids {run_like.rstrip('%')}...) in {server.db}\n"
@@ -444,7 +442,6 @@ def _run(
                 if time.monotonic() - last_query >= 3.0:
                     totals = _totals(server, run_like) or totals
                     last_query = time.monotonic()
-                repricer.tick()
                 show(_progress(fleet, totals, elapsed, total_s), 15.0)
                 signals.changed.wait(0.5)
             # stopping: the agents finish their tasks (or abandon them: a second Ctrl-C, or they take too long)
@@ -466,17 +463,19 @@ def _run(
             flushed = tc.force_flush(timeout_millis=60_000)
             exported = tc.export_stats()
             tc.shutdown(timeout_millis=60_000)
-            # the clusters are handed back at the end of this window; once it has ended, its GPU-hours are shared out
+            # the clusters are handed back at the end of this window; once it has ended, the server shares it out
             until = rental.end(datetime.now(UTC))
-            repricer.wait()
             presses = signals.count
-            while signals.count == presses and (left := (until - datetime.now(UTC)).total_seconds() + 2) > 0:
-                note = f"waiting {left:.0f} s for the GPU-hour window to end, to share it out (Ctrl-C: skip)"
+            give_up = time.monotonic() + (until - datetime.now(UTC)).total_seconds() + _ALLOCATION_WAIT_S
+            while signals.count == presses and not allocation.through(until) and time.monotonic() < give_up:
+                left = (until - datetime.now(UTC)).total_seconds()
+                if left > 0:
+                    note = f"waiting {left:.0f} s for the GPU-hour window to end, to share it out (Ctrl-C: skip)"
+                else:
+                    note = "the server is sharing out the GPU-hours ... (Ctrl-C: skip)"
                 show(Text(note), 15.0)
                 signals.changed.clear()
-                signals.changed.wait(min(1.0, left))
-            show(Text("sharing out the GPU-hours ..."), 0.0)
-            repricer.run()  # the windows that ended since the last re-price
+                signals.changed.wait(min(1.0, left) if left > 0 else 0.5)
         if exported.failed or exported.dropped or not flushed:
             err.print(
                 f"[bold red]warning:[/] spans not delivered: {exported.failed} failed, {exported.dropped} dropped"
@@ -485,7 +484,7 @@ def _run(
             )
             code = 1
         totals = _totals(server, run_like, spans=True) or totals
-        _summary(fleet, totals, repricer, exported.exported)
+        _summary(fleet, totals, allocation, exported.exported)
         for e in fleet.stats.errors:
             err.print(f"[bold red]error in the fleet:[/] {e}", highlight=False)
             code = 1
@@ -496,7 +495,7 @@ def _run(
     return code
 
 
-def _summary(fleet: Fleet, totals: _Totals | None, repricer: _Repricer, spans: int) -> None:
+def _summary(fleet: Fleet, totals: _Totals | None, allocation: _Allocation, spans: int) -> None:
     st = fleet.stats
     out.print(
         f"fleet: {st.started} tasks ({st.completed} completed, {st.failed} failed, {st.abandoned} abandoned, "
@@ -510,12 +509,17 @@ def _summary(fleet: Fleet, totals: _Totals | None, repricer: _Repricer, spans: i
             + (f"; {totals.awaiting} self-hosted calls await their window" if totals.awaiting else ""),
             highlight=False,
         )
-    r: Any = repricer.last
-    if r is not None and r.clusters:
+    windows = allocation.windows()
+    state = allocation.state() or {}
+    if isinstance(windows, str):
+        err.print(f"the GPU-hour windows could not be read: {windows}", highlight=False)
+    elif windows:
+        bill = sum((w.bill_usd for w in windows), Decimal(0))
+        attributed = sum((w.attributed_usd for w in windows), Decimal(0))
         out.print(
-            f"GPU-hours ({r.clusters}): {r.windows} window(s), bill {format_usd(r.bill_usd)} = attributed "
-            f"{format_usd(r.attributed_usd)} + idle {format_usd(r.idle_usd)}",
+            f"GPU-hours ({windows[-1].clusters_version}), allocated by the server: {len(windows)} window(s), bill "
+            f"{format_usd(bill)} = attributed {format_usd(attributed)} + idle {format_usd(bill - attributed)}",
             highlight=False,
         )
-    elif repricer.error:
-        err.print(f"re-pricing failed: {repricer.error}", highlight=False)
+    if state.get("error"):
+        err.print(f"allocating the GPU-hours failed: {state['error']}", highlight=False)

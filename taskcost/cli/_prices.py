@@ -217,7 +217,8 @@ def clusters(
     cluster: Annotated[str | None, typer.Option(help="Only this cluster id")] = None,
     admin_token: AdminOption = None,
 ) -> None:
-    """Self-hosted clusters' bills per window, as last allocated by `taskcost reprice`: attributed and idle."""
+    """Self-hosted clusters' bills per window, as last allocated (by the server, or `taskcost reprice`): attributed
+    and idle."""
     from taskcost.cli._reprice import cluster_windows
 
     settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
@@ -227,7 +228,10 @@ def clusters(
 
 def _print_windows(rows: list[ClusterWindowCost]) -> None:
     if not rows:
-        out.print("no allocated cluster windows (configure clusters_file, then run `taskcost reprice`)")
+        out.print(
+            "no allocated cluster windows (configure clusters_file: the server allocates each window once it has "
+            "ended; or run `taskcost reprice`)"
+        )
         return
     table = Table("cluster", "window (UTC)", "GPUs", "$/GPU-h", "bill", "attributed", "idle", "busy", "calls")
     totals: dict[str, list[Decimal]] = {}

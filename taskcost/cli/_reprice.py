@@ -1,13 +1,17 @@
 """`taskcost reprice`: price stored calls again after a price, book or clusters change (through the running
-server, which owns the file, or in the file itself when no server runs)."""
+server, which owns the file, or in the file itself when no server runs).
+
+Through a server, the server's pricing configuration is used (the one it was started with: it prices new calls
+with it too). The command says so, and warns when this environment's configuration differs from it (another price
+book, clusters file, price data, cluster window or pricing attributes): a ``TASKCOST_PRICE_BOOK_FILE`` given to the
+command alone does not reach the server."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from taskcost.cli._common import app, err, fail, out, settings_or_exit
@@ -22,10 +26,22 @@ from taskcost.cli._options import (
     reporting_failures,
 )
 from taskcost.cli._target import PricingServer, server_for
-from taskcost.pricing import ClusterWindowCost, RepriceReport, epoch_ns, format_usd
+from taskcost.pricing import format_usd
 from taskcost.settings import Settings
 
-__all__ = ["cluster_windows", "reprice"]
+if TYPE_CHECKING:
+    from taskcost.pricing import ClusterWindowCost, Pricer, RepriceReport
+
+__all__ = ["cluster_windows", "config_differences", "reprice"]
+
+# what a pricing configuration is compared by: the key of /api/pricing/status, and its name for a user
+_COMPARED = (
+    ("prices", "price data"),
+    ("book", "price book"),
+    ("clusters", "clusters file"),
+    ("cluster_window_s", "cluster window (s)"),
+    ("pricing_attributes", "pricing attributes"),
+)
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -36,6 +52,7 @@ def cluster_windows(
     settings: Settings, since: datetime | None, until: datetime | None, cluster: str | None
 ) -> list[ClusterWindowCost]:
     """The clusters' allocated windows: from the running server (admin), else from the file."""
+    from taskcost.pricing import ClusterWindowCost, epoch_ns
     from taskcost.store import DuckDBStore
 
     server = _admin_server(settings)
@@ -56,10 +73,67 @@ def _admin_server(settings: Settings) -> PricingServer | None:
         return server_for(settings, admin=True)
 
 
-def print_report(r: RepriceReport) -> None:
+def _labels(pricer: Pricer) -> dict[str, Any]:
+    """A pricer's configuration as /api/pricing/status shows a server's."""
+    return {
+        "prices": pricer.data.label,
+        "book": pricer.book_version,
+        "clusters": None if pricer.clusters is None else pricer.clusters.label,
+        "cluster_window_s": pricer.window_s,
+        "pricing_attributes": dict(pricer.attributes),
+    }
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} -> {v}" for k, v in value.items()) or "none"
+    return "none" if value is None else str(value)
+
+
+def config_differences(here: dict[str, Any], server: dict[str, Any]) -> list[str]:
+    """How this environment's pricing configuration (``_labels``) differs from a server's (its /api/pricing/status),
+    one line per difference (what an older server does not report is not compared)."""
+    return [
+        f"{name}: here {_shown(here[key])}; on the server {_shown(server[key])}"
+        for key, name in _COMPARED
+        if key in server and here[key] != server[key]
+    ]
+
+
+def _say_whose(settings: Settings, server: PricingServer, status: dict[str, Any]) -> None:
+    """Which configuration the server re-prices with, and a warning when this environment's differs from it."""
+    err.print(
+        f"re-pricing with the pricing configuration of the server at {server.url} (the one it was started with): "
+        f"{status['prices']}; book {status['book'] or 'none'}; clusters {status['clusters'] or 'none'}",
+        highlight=False,
+    )
+    try:
+        here = _labels(settings.pricing_config().build())
+    except ValueError as exc:
+        err.print(
+            f"[bold yellow]warning:[/] this environment's pricing configuration does not load, and the server's is "
+            f"used: {exc}",
+            highlight=False,
+        )
+        return
+    differences = config_differences(here, status)
+    if differences:
+        err.print(
+            "[bold yellow]warning:[/] this environment's pricing configuration differs from the server's, and the "
+            "server's is used:\n  "
+            + "\n  ".join(differences)
+            + "\n  To re-price with yours, start the server with it (TASKCOST_* variables or its taskcost.toml), or "
+            "stop the server and run `taskcost reprice` on the file.",
+            highlight=False,
+        )
+
+
+def print_report(r: RepriceReport, whose: str = "") -> None:
+    """What a re-price did; ``whose``: which configuration it used (the server's, this environment's)."""
     scope = "all history" if r.since_ns is None and r.until_ns is None else "the calls in the range"
     head = "dry run, nothing changed: " if r.dry_run else ""
-    out.print(f"{head}re-priced {scope} with {r.prices}; book {r.book or 'none'}", highlight=False)
+    config = f"{r.prices}; book {r.book or 'none'}; clusters {r.clusters or 'none'}"
+    out.print(f"{head}re-priced {scope} with {whose}{config}", highlight=False)
     out.print(
         f"calls: {r.calls} examined, {r.changed} with a new cost ({r.newly_priced} newly priced, "
         f"{r.newly_unpriced} newly unpriced), {r.updated} updated in all, {r.unpriced_after} unpriced",
@@ -107,22 +181,32 @@ def reprice(
     admin_token: AdminOption = None,
 ) -> None:
     """Price stored calls again (all history, or calls that started in [--since, --until)) with the current
-    price data, price book and clusters file, page by page; report what changed."""
+    price data, price book and clusters file, page by page; report what changed. With a server running, the
+    server's configuration is used (a warning says how this environment's differs from it)."""
+    from taskcost.pricing import RepriceReport, epoch_ns
+
     settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
     start, end = parse_time(since, "--since"), parse_time(until, "--until")
     server = _admin_server(settings)
     if server is not None:
-        err.print(f"asking the server at {server.url} to re-price ...", highlight=False)
         with opened(lambda: server) as asked:
+            _say_whose(settings, asked, asked.get("/api/pricing/status"))
+            err.print(f"asking the server at {server.url} to re-price ...", highlight=False)
             doc = asked.post("/api/admin/reprice", {"since": _iso(start), "until": _iso(end), "dry_run": dry_run})
-        print_report(RepriceReport.from_json(doc))
+        print_report(RepriceReport.from_json(doc), "the server's configuration: ")
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from taskcost.store import DuckDBStore
 
     try:
         pricer = settings.pricing_config().build()
     except ValueError as exc:
         raise fail(f"the prices do not load, nothing was re-priced: {exc}") from None
+    err.print(
+        f"no server runs on {settings.db}: re-pricing the file with this environment's pricing configuration",
+        highlight=False,
+    )
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with opened(lambda: DuckDBStore.open(settings.db)) as store, Progress(*columns, console=err, transient=True) as bar:
         tasks: dict[str, Any] = {}
@@ -139,4 +223,4 @@ def reprice(
             dry_run=dry_run,
             progress=progress,
         )
-    print_report(report)
+    print_report(report, "this environment's configuration: ")

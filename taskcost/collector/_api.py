@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -93,7 +94,9 @@ def api_router(
     gate: QueryGate,
     metrics: Metrics,
     admin_token: str | None,
+    allocation: Callable[[], dict[str, Any]] | None = None,
 ) -> APIRouter:
+    """``allocation``: the state of the server's allocation of the clusters' windows, shown by /readyz."""
     router = APIRouter()
     health = ThreadPoolExecutor(max_workers=1, thread_name_prefix="taskcost-health")  # never shared with user SQL
     gate.on_refused = metrics.sql_refused.inc
@@ -113,13 +116,18 @@ def api_router(
 
     @router.get("/readyz", tags=["operations"])
     async def readyz() -> dict[str, Any]:
-        """Readiness: the writer runs and its queue has room."""
+        """Readiness: the writer runs and its queue has room. Also says how the server's allocation of the
+        self-hosted clusters' windows stands (`cluster_allocation`: the last window allocated, the next one due, its
+        last error); that never makes the server unready."""
         if not store.writer_alive:
             raise ApiError(503, "the store's writer is not running")
         queued = store.queued_spans
         if queued >= store.queue_limit:
             raise ApiError(503, f"write queue full ({queued} spans waiting)", headers={"Retry-After": "1"})
-        return {"status": "ready", "queued_spans": queued}
+        ready: dict[str, Any] = {"status": "ready", "queued_spans": queued}
+        if allocation is not None:
+            ready["cluster_allocation"] = allocation()
+        return ready
 
     @router.get("/metrics", tags=["operations"], response_class=Response)
     async def prometheus_metrics(request: Request) -> Response:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI, Request
@@ -11,6 +12,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from taskcost import __version__
+from taskcost.collector._allocation import ClusterAllocator
 from taskcost.collector._api import api_router
 from taskcost.collector._auth import authenticate
 from taskcost.collector._decoders import DecodePool
@@ -42,9 +44,32 @@ def create_app(
     ``settings``); ``app.state.intake`` holds it. ``admin_token``
     (else ``settings.admin_token``) enables key management over HTTP. With ``settings.decode_workers`` > 0,
     ``app.state.decoders`` is the decode pool: start it with ``.start()`` and stop it with ``.close()`` (it starts
-    by itself on the first request otherwise)."""
+    by itself on the first request otherwise). ``app.state.cluster_allocation`` allocates the self-hosted clusters'
+    windows once they have ended (``allocate_clusters``): it starts with the app's lifespan and stops before the
+    caller's ``lifespan`` ends (which may close the store); its ``status()`` is in /readyz."""
+    admin_token = admin_token or settings.admin_token
+    intake = intake_from_settings(settings) if intake is None else intake
+    # the pricing endpoints re-price with what intake prices with: one source
+    pricing = intake.pricing or PricingSource(settings.pricing_config())
+    intake = dataclasses.replace(intake, pricing=pricing)
+    allocation = ClusterAllocator(
+        store,
+        pricing,
+        enabled=settings.allocate_clusters and not store.read_only,
+        delay_s=settings.cluster_allocation_delay_s,
+    )
+
+    @contextlib.asynccontextmanager
+    async def allocating(app: FastAPI) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            if lifespan is not None:
+                await stack.enter_async_context(lifespan(app))
+            allocation.start()
+            stack.callback(allocation.stop)  # first: the caller's lifespan may close the store
+            yield
+
     app = FastAPI(
-        lifespan=lifespan,
+        lifespan=allocating,
         title="taskcost",
         version=__version__,
         description="Task-cost accounting for LLM agents: OTLP/HTTP intake and a read-only SQL API.",
@@ -53,11 +78,6 @@ def create_app(
         openapi_url=None,
     )
     install_error_handlers(app)
-    admin_token = admin_token or settings.admin_token
-    intake = intake_from_settings(settings) if intake is None else intake
-    # the pricing endpoints re-price with what intake prices with: one source
-    pricing = intake.pricing or PricingSource(settings.pricing_config())
-    intake = dataclasses.replace(intake, pricing=pricing)
     gate = QueryGate(settings.sql_max_concurrent, settings.sql_max_queued)
 
     @app.get("/openapi.json", include_in_schema=False)
@@ -97,13 +117,15 @@ def create_app(
             gate=gate,
             metrics=metrics,
             admin_token=admin_token,
+            allocation=allocation.status,
         )
     )
-    app.include_router(pricing_router(pricing, store, admin_token))
+    app.include_router(pricing_router(pricing, store, admin_token, allocation=allocation.status))
     app.state.settings = settings
     app.state.store = store
     app.state.metrics = metrics
     app.state.decoders = decoders
     app.state.sql_gate = gate
     app.state.intake = intake
+    app.state.cluster_allocation = allocation
     return app

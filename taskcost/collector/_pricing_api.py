@@ -8,6 +8,7 @@ edits) are picked up by both.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -32,12 +33,19 @@ def _ns(at: datetime | None) -> int | None:
     return None if at is None else epoch_ns(at)
 
 
-def pricing_router(source: PricingSource, store: Store, admin_token: str | None) -> APIRouter:
+def pricing_router(
+    source: PricingSource,
+    store: Store,
+    admin_token: str | None,
+    allocation: Callable[[], dict[str, Any]] | None = None,
+) -> APIRouter:
+    """``allocation``: the state of the server's allocation of the clusters' windows (in the status)."""
     router = APIRouter()
 
     @router.get("/api/pricing/status", tags=["pricing"])
     def status(request: Request) -> dict[str, Any]:
-        """The price data, price book and clusters file this server prices with (and a reload error, if any)."""
+        """The price data, price book and clusters file this server prices with, its cluster window and pricing
+        attributes (and a reload error, if any), and how its allocation of the clusters' windows stands."""
         authenticate(store, request, "read", admin_token)
         p = source.current()
         return {
@@ -47,7 +55,10 @@ def pricing_router(source: PricingSource, store: Store, admin_token: str | None)
             "models": p.data.models,
             "book": p.book_version,
             "clusters": None if p.clusters is None else p.clusters.label,
+            "cluster_window_s": p.window_s,
+            "pricing_attributes": dict(p.attributes),
             "error": source.error,
+            "cluster_allocation": None if allocation is None else allocation(),
         }
 
     @router.post("/api/admin/reprice", tags=["admin"])

@@ -7,15 +7,15 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from taskcost.store._keys import ApiKey
-from taskcost.store._rows import PreparedBatch
-
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from taskcost.pricing import ClusterWindowCost, Pricer, RepriceReport
+    from taskcost.store._keys import ApiKey
+    from taskcost.store._rows import PreparedBatch
 
 __all__ = [
+    "AllocationDue",
     "CommitInfo",
     "QueryError",
     "QueryResult",
@@ -46,6 +46,17 @@ class CommitInfo:
     spans: int  # newly stored
     deduplicated: int  # already stored before (a re-sent batch), skipped
     seconds: float
+
+
+@dataclass(frozen=True)
+class AllocationDue:
+    """What the server's allocation of the clusters' windows has to do (``Store.cluster_allocation_due``)."""
+
+    since_ns: int | None  # the start of the first window to allocate (None: nothing is due)
+    closed_ns: int  # the end of the last window that may be allocated
+    allocated_through_ns: int | None  # the end of the last window stored, of a configured cluster
+    last_allocated_at_ns: int | None  # when a window was last stored (by the server or a re-price)
+    late_calls_from_ns: int | None  # the start of the first call that came after its window was allocated
 
 
 class QueryError(ValueError):
@@ -165,5 +176,22 @@ class Store(ReadStore, Protocol):
     def reprice(self, pricer: Pricer, **options: Any) -> RepriceReport:
         """Price stored calls again (and allocate clusters' bills); one at a time (StoreUnavailableError)."""
         ...
+
+    def allocate_clusters(
+        self,
+        pricer: Pricer,
+        *,
+        since_ns: int | None,
+        until_ns: int | None,
+        now_ns: int | None = ...,
+        closed_ns: int | None = ...,
+    ) -> RepriceReport:
+        """Allocate the clusters' ended windows in a range (the self-hosted part of ``reprice``), one transaction;
+        refused (StoreUnavailableError) while a re-price runs."""
+        ...
+
+    def cluster_allocation_due(
+        self, pricer: Pricer, *, closed_ns: int, received_since_ns: int | None
+    ) -> AllocationDue: ...
 
     def cluster_costs(self, **options: Any) -> list[ClusterWindowCost]: ...

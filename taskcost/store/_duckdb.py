@@ -18,6 +18,7 @@ import pyarrow as pa
 from taskcost.pricing import ClusterWindowCost, Pricer, RepriceReport
 from taskcost.store import _dedupe, _keys, _rollup
 from taskcost.store._base import (
+    AllocationDue,
     CommitInfo,
     QueryError,
     QueryResult,
@@ -43,6 +44,9 @@ log = logging.getLogger("taskcost.store")
 # went in at 23.3k spans/s at 64MiB, 27.2k at 128MiB and 26.4k at 256MiB, the server's peak RSS 813, 770 and 748 MB
 # (ad hoc runs, not committed). A crash replays at most this much WAL (about 1 s here).
 _CHECKPOINT_THRESHOLD = "128MiB"
+
+_ALLOCATION = "the server's allocation of the clusters' windows"
+_WAIT_FOR_ALLOCATION_S = 300.0  # a re-price waits this long for a chunk of that allocation (at most a day of windows)
 
 _HARDEN = (
     "SET enable_external_access = false",
@@ -97,6 +101,7 @@ class DuckDBStore:
         self._closed = False
         self._keys_lock = threading.Lock()
         self._reprice_lock = threading.Lock()
+        self._pricing_by: str | None = None  # what holds it: "a re-price", or the server's allocation
         self._active_keys: dict[str, _keys.ApiKey] = {}
 
     @classmethod
@@ -394,25 +399,73 @@ class DuckDBStore:
         self.close()
 
     # -- re-pricing (taskcost/store/_reprice.py) -----------------------------------------------------------
-    def reprice(self, pricer: Pricer, **options: Any) -> RepriceReport:
-        """Price stored calls again, a transaction per page (``_reprice.reprice``); returns a RepriceReport.
-        One at a time: a second one while one runs is refused (StoreUnavailableError)."""
-        from taskcost.store import _reprice
-
+    @contextlib.contextmanager
+    def _pricing(self, what: str, wait_for: str | None = None, wait_s: float = 0.0) -> Iterator[None]:
+        """One re-price or allocation at a time (both rewrite the self-hosted calls and the clusters' windows): a
+        second one is refused (StoreUnavailableError), unless the one running is ``wait_for`` (short: one chunk of
+        the server's allocation), which it then waits for, up to ``wait_s``."""
         if self.read_only or self._closed:
             raise StoreUnavailableError("store is closed or read-only")
-        if not self._reprice_lock.acquire(blocking=False):
-            raise StoreUnavailableError("a re-price is already running; try again once it has finished")
+        got = self._reprice_lock.acquire(blocking=False)
+        if not got and wait_for is not None and self._pricing_by in (wait_for, None):  # (None: just released)
+            got = self._reprice_lock.acquire(timeout=wait_s)
+        if not got:
+            running = self._pricing_by or "a re-price"
+            raise StoreUnavailableError(f"{running} is already running; try again once it has finished")
+        self._pricing_by = what
         try:
+            yield
+        finally:
+            self._pricing_by = None
+            self._reprice_lock.release()
+
+    def reprice(self, pricer: Pricer, **options: Any) -> RepriceReport:
+        """Price stored calls again, a transaction per page (``_reprice.reprice``); returns a RepriceReport.
+        One at a time: a second one while one runs is refused (StoreUnavailableError); one that comes while the
+        server allocates a chunk of windows waits for it."""
+        from taskcost.store import _reprice
+
+        with self._pricing("a re-price", wait_for=_ALLOCATION, wait_s=_WAIT_FOR_ALLOCATION_S):
             self._caught_up(60.0)
             report = _reprice.reprice(self._con, pricer, **options)
-        finally:
-            self._reprice_lock.release()
         if not report.dry_run:
             # the re-price appended its cost changes to the task roll-up's delta: the writer folds them in
             with contextlib.suppress(Exception):
                 self.fold_rollups()
         return report
+
+    def allocate_clusters(
+        self,
+        pricer: Pricer,
+        *,
+        since_ns: int | None,
+        until_ns: int | None,
+        now_ns: int | None = None,
+        closed_ns: int | None = None,
+    ) -> RepriceReport:
+        """Allocate the clusters' windows in [since, until) that ended by ``closed_ns`` to their calls, in one
+        transaction (``_reprice.allocate``: the self-hosted part of ``reprice``, the same code). Refused
+        (StoreUnavailableError) while a re-price runs, which allocates as well."""
+        from taskcost.store import _reprice
+
+        with self._pricing(_ALLOCATION):
+            self._caught_up(60.0)
+            report = _reprice.allocate(
+                self._con, pricer, since_ns=since_ns, until_ns=until_ns, now_ns=now_ns, closed_ns=closed_ns
+            )
+        if report.self_hosted_changed:
+            with contextlib.suppress(Exception):
+                self.fold_rollups()
+        return report
+
+    def cluster_allocation_due(self, pricer: Pricer, *, closed_ns: int, received_since_ns: int | None) -> AllocationDue:
+        """The windows the server's allocation has to compute before ``closed_ns`` (``_reprice.allocation_due``)."""
+        from taskcost.store import _reprice
+
+        if self._closed:
+            raise StoreUnavailableError("store is closed")
+        self._caught_up(60.0)
+        return _reprice.allocation_due(self._con, pricer, closed_ns=closed_ns, received_since_ns=received_since_ns)
 
     def fold_rollups(self, timeout: float | None = 60.0) -> None:
         """Have the writer fold the task roll-up's delta in now (it does so by itself every ``fold_rows``
