@@ -1,22 +1,801 @@
-"""Cost. (Placeholder: the page is being built.)"""
+"""Cost: what a completed task costs (with its interval and coverage), what of it was waste (by kind, by any
+dimension, over time), and per token vs per completed task (the ranking flip).
+
+Three callbacks, each one question of ``taskcost.analytics`` over the page's query: ``cost`` grouped by the URL's
+``by`` (headline, waste, groups), ``cost`` per ``bucket`` (over time), ``per-token`` by the URL's ``rank_by``.
+Everything else here is presentation.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 import dash
-from dash import Dash, html
+import dash_mantine_components as dmc
+from dash import Dash, Input, Output, dcc, html
 
-from dashboards._ui import page
+from dashboards._ui import (
+    RANGES,
+    PageError,
+    answer_table,
+    empty_state,
+    filters_from_query,
+    money,
+    page,
+    safe_callback,
+    stat,
+    url_id,
+)
 from dashboards.app import PageContext
+from taskcost.analytics import DIMENSIONS, QUESTIONS, format_usd
 
-__all__ = ["register"]
+__all__ = [
+    "BUCKETS",
+    "BUCKET_MS",
+    "Fig",
+    "DEFAULT_BY",
+    "NONE_LABEL",
+    "RANK_BY",
+    "bucket_of",
+    "choices",
+    "graph",
+    "label_of",
+    "notes_list",
+    "num",
+    "pct",
+    "pretty",
+    "register",
+    "rows_of",
+    "section",
+    "time_axis",
+    "usd",
+]
 
 NAME = "cost"
+DEFAULT_BY = "model"
+BUCKETS = ("hour", "day", "week")
+RANK_BY = ("model", "provider", "engine")
+TOP_GROUPS = 20  # bars per chart; the table below lists every group
+
+WASTE_KINDS: tuple[tuple[str, str, str], ...] = (
+    ("failed_tasks", "failed tasks", "#e03131"),
+    ("abandoned_tasks", "abandoned tasks", "#f76707"),
+    ("failed_attempts", "failed attempts", "#c2255c"),
+    ("retried_attempts", "retried attempts", "#7048e8"),
+    ("cache_misses", "cache misses", "#1c7ed6"),
+)
+TOOL_COLOR = "#adb5bd"
+GROUP_PARTS: tuple[tuple[str, str, str], ...] = (
+    ("failed_tasks_usd", "failed + abandoned tasks", "#e03131"),
+    ("superseded_attempts_usd", "failed + retried attempts", "#7048e8"),
+    ("cache_miss_usd", "cache misses", "#1c7ed6"),
+    ("tool_spend_usd", "tool spend (not waste)", TOOL_COLOR),
+)
+"""The waste parts the groups table carries (it merges failed with abandoned tasks, failed with retried attempts)."""
+
+NONE_LABEL = "(no value)"
+
+
+def bucket_of(query: Mapping[str, Any]) -> str:
+    """The time bucket: the URL's, else one that suits the time range (hours for a day or less)."""
+    b = query.get("bucket")
+    if b:
+        if b not in BUCKETS:
+            raise PageError(f"unknown time bucket {b!r}: one of {', '.join(BUCKETS)}")
+        return str(b)
+    return "hour" if query.get("range") in ("15m", "1h", "24h") else "day"
+
+
+# -- small presentation helpers ----------------------------------------------------------------------------------
+def num(v: Any) -> float | None:
+    """A money string (or number) as a float, for drawing only (the figures shown as text stay exact)."""
+    return None if v is None else float(v)
+
+
+def pct(v: Any, places: int = 1) -> str:
+    return "—" if v is None else f"{float(v) * 100:.{places}f}%"
+
+
+def usd(v: Any) -> str:
+    return format_usd(v, none="unpriced")
+
+
+def label_of(v: Any) -> str:
+    return NONE_LABEL if v in (None, "") else str(v)
+
+
+def rows_of(table: Mapping[str, Any]) -> list[dict[str, Any]]:
+    cols = table["columns"]
+    return [dict(zip(cols, r, strict=True)) for r in table["rows"]]
+
+
+def pretty(table: Mapping[str, Any], columns: Sequence[str], first: str | None = None) -> dict[str, Any]:
+    """A table of an answer made readable: money as dollars, shares and rates as percent, no value as a label."""
+    out = []
+    for row in rows_of(table):
+        cells: list[Any] = []
+        for c in columns:
+            v = row.get(c)
+            if c == first:
+                cells.append(label_of(v))
+            elif c.endswith("_usd"):
+                cells.append(format_usd(v, none="—"))
+            elif c.endswith("_usd_per_mtok"):
+                cells.append(format_usd(v, places=3, none="—"))
+            elif isinstance(v, bool):
+                cells.append("yes" if v else "no")
+            elif c.endswith(("_rate", "_share")) or c.startswith("share_"):
+                cells.append(pct(v))
+            elif isinstance(v, float) and c.endswith("_s"):
+                cells.append(f"{v:.3f} s")
+            elif isinstance(v, float):
+                cells.append(f"{v:,.2f}")
+            elif isinstance(v, int) and not isinstance(v, bool):
+                cells.append(f"{v:,}")
+            else:
+                cells.append(v)
+        out.append(cells)
+    return {"title": table.get("title", ""), "columns": list(columns), "rows": out}
+
+
+_AXIS = {
+    "gridcolor": "#EBF0F8",
+    "linecolor": "#EBF0F8",
+    "zerolinecolor": "#EBF0F8",
+    "zerolinewidth": 2,
+    "ticks": "",
+    "automargin": True,
+    "title": {"standoff": 15},
+}
+STYLE: dict[str, Any] = {
+    "paper_bgcolor": "white",
+    "plot_bgcolor": "white",
+    "font": {"color": "#2a3f5f", "size": 12},
+    "hovermode": "closest",
+    "hoverlabel": {"align": "left"},
+    "title": {"x": 0.02},
+    "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+    "legend": {"orientation": "h", "y": -0.15},
+    "xaxis": _AXIS,
+    "yaxis": _AXIS,
+}
+"""Plotly's ``plotly_white`` look, as plain layout values."""
+
+
+def _merge(into: dict[str, Any], props: Mapping[str, Any]) -> None:
+    for k, v in props.items():
+        if k == "title" and isinstance(v, str):
+            v = {"text": v}
+        if isinstance(v, Mapping):  # merged into a copy: the caller's (and STYLE's) dicts stay as they are
+            if not isinstance(into.get(k), dict):
+                into[k] = {}
+            _merge(into[k], v)
+        else:
+            into[k] = v
+
+
+class Fig:
+    """A Plotly figure as the plain dict ``dcc.Graph`` takes, with the few ``go.Figure`` methods the pages use.
+    (``go.Figure`` validates every property as it is set: 10-70 ms a figure, which a page of eight figures that must
+    answer within a second cannot spare.)"""
+
+    def __init__(self) -> None:
+        self.data: list[dict[str, Any]] = []
+        self.layout: dict[str, Any] = {}
+
+    def add_bar(self, **props: Any) -> Fig:
+        self.data.append({"type": "bar", **props})
+        return self
+
+    def add_scatter(self, **props: Any) -> Fig:
+        self.data.append({"type": "scatter", **props})
+        return self
+
+    def update_layout(self, **props: Any) -> Fig:
+        _merge(self.layout, props)
+        return self
+
+    def update_xaxes(self, **props: Any) -> Fig:
+        return self.update_layout(xaxis=props)
+
+    def update_yaxes(self, **props: Any) -> Fig:
+        return self.update_layout(yaxis=props)
+
+    def update_traces(self, **props: Any) -> Fig:
+        for trace in self.data:
+            _merge(trace, props)
+        return self
+
+    def to_dict(self, height: int) -> dict[str, Any]:
+        layout: dict[str, Any] = {}
+        _merge(layout, STYLE)
+        _merge(layout, self.layout)
+        layout["height"] = height
+        return {"data": self.data, "layout": layout}
+
+
+def graph(fig: Fig, id: str, height: int = 340) -> Any:
+    return dcc.Graph(id=id, figure=fig.to_dict(height), config={"displayModeBar": False, "responsive": True})
+
+
+def notes_list(notes: Sequence[str], id: str) -> Any:
+    if not notes:
+        return None
+    return dmc.List([dmc.ListItem(n) for n in notes], size="xs", c="dimmed", id=id)
+
+
+def section(title: str, explain: str, body: Any, *, extra: Any = None) -> Any:
+    head: list[Any] = [dmc.Title(title, order=4)]
+    if extra is not None:
+        head.append(extra)
+    return dmc.Paper(
+        dmc.Stack(
+            [
+                dmc.Group(head, justify="space-between", align="flex-end"),
+                dmc.Text(explain, size="sm", c="dimmed"),
+                dcc.Loading(body, delay_show=300, type="dot"),
+            ],
+            gap="xs",
+        ),
+        withBorder=True,
+        p="md",
+        radius="md",
+    )
+
+
+def _coverage(attempts: int, unpriced: int, what: str = "call attempts") -> str:
+    if not attempts:
+        return f"no {what}"
+    if not unpriced:
+        return f"all {attempts:,} {what} priced"
+    return f"{attempts - unpriced:,} of {attempts:,} {what} priced ({unpriced:,} unpriced, not in the dollars)"
+
+
+def _group_coverage(g: Mapping[str, Any]) -> str:
+    if not g["unpriced_calls"]:
+        return "all call attempts priced"
+    return f"{pct(g['priced_share'])} of call attempts priced ({g['unpriced_calls']:,} unpriced, not in the dollars)"
+
+
+# -- the headline ------------------------------------------------------------------------------------------------
+def _headline(s: Mapping[str, Any]) -> Any:
+    cover = _coverage(int(s["attempts"]), int(s["unpriced_calls"]))
+    if s.get("ci_low_usd") is not None:
+        level = f"{s['confidence'] * 100:.0f}%"
+        ci = f"{level} interval {usd(s['ci_low_usd'])} – {usd(s['ci_high_usd'])} ({s['ci_method']})"
+    else:
+        ci = "no interval (too few completed tasks)"
+    waste_cover = cover
+    if s.get("cache_miss_unpriced_tokens"):
+        waste_cover += f"; {s['cache_miss_unpriced_tokens']:,} missed cache tokens unpriced"
+    if s.get("waste_sampled"):
+        waste_cover += f"; retries and misses measured on {s['waste_measured_tasks']:,} completed tasks, scaled"
+    running = f"; {s['in_progress_tasks']:,} still running (left out)" if s.get("in_progress_tasks") else ""
+    return dmc.SimpleGrid(
+        [
+            stat(
+                "Cost per completed task",
+                money(s.get("cost_per_completed_task_usd"), cover),
+                ci,
+                id="cost-per-completed",
+            ),
+            stat("Spend", money(s.get("spend_usd"), cover), f"{s['tasks']:,} finished tasks", id="cost-spend"),
+            stat(
+                "Completed tasks",
+                f"{s['completed']:,} of {s['tasks']:,}",
+                f"success {pct(s.get('success_rate'))}; {s['failed']:,} failed, {s['abandoned']:,} abandoned{running}",
+                id="cost-completed",
+            ),
+            stat(
+                "Waste",
+                money(s.get("waste_usd"), waste_cover),
+                f"{pct(s.get('waste_share'))} of spend bought nothing",
+                id="cost-waste-total",
+            ),
+            stat(
+                "Attempts per completed task",
+                "—" if s.get("attempts_per_completed_task") is None else f"{s['attempts_per_completed_task']:.2f}",
+                f"{s['superseded_attempts']:,} superseded attempts re-sent "
+                f"{s['resent_uncached_tokens']:,} uncached tokens",
+                id="cost-attempts",
+            ),
+        ],
+        cols={"base": 1, "sm": 2, "lg": 5},
+        spacing="sm",
+    )
+
+
+# -- waste -------------------------------------------------------------------------------------------------------
+def _waste_kinds(waste: Mapping[str, Any]) -> Any:
+    """Everything selected: one bar per waste kind, tool spend beside them (not waste)."""
+    rows = {r["kind"]: r for r in rows_of(waste)}
+    fig = Fig()
+    kinds = [*WASTE_KINDS, ("tool_spend", "tool spend (not waste)", TOOL_COLOR)]
+    for kind, label, color in kinds:
+        r = rows.get(kind)
+        if r is None:
+            continue
+        fig.add_bar(
+            y=[label],
+            x=[num(r["amount_usd"])],
+            orientation="h",
+            name=label,
+            marker={"color": color},
+            text=[f"{usd(r['amount_usd'])} · {pct(r['share_of_spend'])}"],
+            textposition="outside",
+            cliponaxis=False,
+            customdata=[[r["calls"] or 0, r["tokens"] or 0, r["unpriced_calls"] or 0, r["tasks"] or 0]],
+            hovertemplate=(
+                f"<b>{label}</b><br>%{{x:$.6f}}<br>tasks %{{customdata[3]:,}}, call attempts %{{customdata[0]:,}}"
+                "<br>tokens %{customdata[1]:,}<br>unpriced attempts %{customdata[2]:,}<extra></extra>"
+            ),
+        )
+    fig.update_layout(title="Waste of everything selected, by kind", showlegend=False, yaxis={"autorange": "reversed"})
+    top = max([num(r["amount_usd"]) or 0.0 for r in rows.values()] + [1e-6])
+    fig.update_xaxes(tickprefix="$", range=[0, top * 1.4])
+    return graph(fig, "cost-waste-kinds", height=300)
+
+
+def _group_height(n: int) -> int:
+    return max(280, 90 + 30 * n)
+
+
+def _waste_by_group(groups: list[dict[str, Any]], by: str) -> Any:
+    """The waste parts of each group (the costliest ``TOP_GROUPS``, in the order of ``_cost_by_group``), stacked."""
+    top = groups[:TOP_GROUPS]
+    names = [label_of(g[by]) for g in top]
+    fig = Fig()
+    for col, label, color in GROUP_PARTS:
+        fig.add_bar(
+            y=names,
+            x=[num(g[col]) for g in top],
+            orientation="h",
+            name=label,
+            marker={"color": color},
+            customdata=[[usd(g[col]), g["unpriced_calls"], pct(g["waste_share"])] for g in top],
+            hovertemplate=(
+                f"<b>%{{y}}</b><br>{label}: %{{customdata[0]}}<br>waste: %{{customdata[2]}} of spend"
+                "<br>unpriced attempts %{customdata[1]:,}<extra></extra>"
+            ),
+        )
+    more = f" (costliest {TOP_GROUPS} of {len(groups)})" if len(groups) > TOP_GROUPS else ""
+    fig.update_layout(barmode="stack", title=f"Waste by {by}{more}", yaxis={"autorange": "reversed"})
+    fig.update_xaxes(tickprefix="$")
+    return graph(fig, "cost-waste-by-group", height=_group_height(len(top)))
+
+
+def _cost_by_group(groups: list[dict[str, Any]], by: str, confidence: float) -> Any:
+    """Cost per completed task of each group (the costliest ``TOP_GROUPS``), with its interval; a group without a
+    completed task has no bar."""
+    top = groups[:TOP_GROUPS]
+    vals = [num(g["cost_per_completed_task_usd"]) for g in top]
+
+    def arm(end: str, sign: int) -> list[float]:
+        return [
+            sign * ((num(g[end]) or 0.0) - v) if v is not None and g[end] is not None else 0.0
+            for g, v in zip(top, vals, strict=True)
+        ]
+
+    fig = Fig().add_bar(
+        y=[label_of(g[by]) for g in top],
+        x=vals,
+        orientation="h",
+        marker={"color": "#228be6"},
+        error_x={"type": "data", "array": arm("ci_high_usd", 1), "arrayminus": arm("ci_low_usd", -1)},
+        customdata=[
+            [
+                g["completed"],
+                g["tasks"],
+                pct(g["success_rate"]),
+                usd(g["ci_low_usd"]) if g["ci_low_usd"] is not None else "—",
+                usd(g["ci_high_usd"]) if g["ci_high_usd"] is not None else "—",
+                _group_coverage(g),
+            ]
+            for g in top
+        ],
+        hovertemplate=(
+            "<b>%{y}</b><br>%{x:$.6f} per completed task"
+            f"<br>{confidence * 100:.0f}% interval %{{customdata[3]}} – %{{customdata[4]}}"
+            "<br>%{customdata[0]:,} of %{customdata[1]:,} tasks completed (%{customdata[2]})"
+            "<br>%{customdata[5]}<extra></extra>"
+        ),
+    )
+    fig.update_layout(title=f"Cost per completed task by {by}, with its interval", yaxis={"autorange": "reversed"})
+    fig.update_xaxes(tickprefix="$")
+    fig.update_yaxes(
+        tickvals=[label_of(g[by]) for g in top],
+        ticktext=[
+            f"{label_of(g[by])} · {'no completed task' if v is None else usd(g['cost_per_completed_task_usd'])}"
+            for g, v in zip(top, vals, strict=True)
+        ],
+    )
+    return graph(fig, "cost-by-group", height=_group_height(len(top)))
+
+
+GROUP_COLUMNS = (
+    "tasks",
+    "completed",
+    "success_rate",
+    "spend_usd",
+    "cost_per_completed_task_usd",
+    "ci_low_usd",
+    "ci_high_usd",
+    "waste_usd",
+    "waste_share",
+    "failed_tasks_usd",
+    "superseded_attempts_usd",
+    "cache_miss_usd",
+    "tool_spend_usd",
+    "attempts_per_completed_task",
+    "unpriced_calls",
+    "priced_share",
+)
+
+
+BUCKET_MS = {"hour": 3_600_000, "day": 86_400_000, "week": 7 * 86_400_000}
+
+
+def time_axis(fig: Fig, x: Sequence[str], bucket: str) -> None:
+    """A date axis half a bucket wider than the buckets on each side (so one bucket is a bar, not a sliver)."""
+    if not x:
+        return
+    half = timedelta(milliseconds=BUCKET_MS[bucket] / 2)
+    first, last = datetime.fromisoformat(min(x)), datetime.fromisoformat(max(x))
+    fig.update_xaxes(type="date", range=[(first - half).isoformat(), (last + half).isoformat()])
+
+
+def _arm(g: Mapping[str, Any], end: str) -> float:
+    """How far an interval's end is from the figure (0 without an interval)."""
+    v, e = num(g["cost_per_completed_task_usd"]), num(g[end])
+    return 0.0 if v is None or e is None else e - v
+
+
+def _ci_text(g: Mapping[str, Any]) -> str:
+    if g["ci_low_usd"] is None:
+        return "none"
+    return f"{usd(g['ci_low_usd'])} – {usd(g['ci_high_usd'])}"
+
+
+# -- over time ---------------------------------------------------------------------------------------------------
+def _over_time(groups: list[dict[str, Any]], bucket: str, confidence: float) -> Any:
+    rows = sorted(groups, key=lambda g: g["bucket"])
+    x = [g["bucket"] for g in rows]
+    cost = Fig()
+    cost.add_scatter(
+        x=x,
+        y=[num(g["cost_per_completed_task_usd"]) for g in rows],
+        mode="lines+markers",
+        name="cost per completed task",
+        line={"color": "#1c7ed6"},
+        error_y={
+            "type": "data",
+            "array": [_arm(g, "ci_high_usd") for g in rows],
+            "arrayminus": [-_arm(g, "ci_low_usd") for g in rows],
+            "color": "rgba(28,126,214,0.5)",
+        },
+        customdata=[
+            [g["completed"], g["tasks"], g["unpriced_calls"], usd(g["cost_per_completed_task_usd"]), _ci_text(g)]
+            for g in rows
+        ],
+        hovertemplate=(
+            "%{x}<br>%{customdata[3]} per completed task"
+            f"<br>{confidence * 100:.0f}% interval %{{customdata[4]}}"
+            "<br>%{customdata[0]:,} of %{customdata[1]:,} tasks completed"
+            "<br>unpriced attempts %{customdata[2]:,}<extra></extra>"
+        ),
+    )
+    cost.update_layout(title=f"Cost per completed task per {bucket}")
+    cost.update_yaxes(tickprefix="$", rangemode="tozero")
+    waste = Fig()
+    for col, label, color in GROUP_PARTS:
+        waste.add_bar(
+            x=x,
+            y=[num(g[col]) for g in rows],
+            name=label,
+            marker={"color": color},
+            hovertemplate=f"%{{x}}<br>{label}: %{{y:$.6f}}<extra></extra>",
+        )
+    waste.update_layout(barmode="stack", title=f"Waste per {bucket}")
+    waste.update_yaxes(tickprefix="$")
+    waste.update_traces(width=0.8 * BUCKET_MS[bucket])
+    for fig in (cost, waste):
+        time_axis(fig, x, bucket)
+    return dmc.SimpleGrid(
+        [graph(cost, "cost-time-cost"), graph(waste, "cost-time-waste")], cols={"base": 1, "lg": 2}, spacing="sm"
+    )
+
+
+# -- per token vs per completed task -----------------------------------------------------------------------------
+RANK_UP, RANK_DOWN, RANK_SAME = "#e03131", "#2f9e44", "#868e96"
+
+
+def _slope(ranked: list[dict[str, Any]], by: str) -> Any:
+    """Rank by $/1M tokens (left) against rank by $/completed task (right), one line per group: a line that falls
+    to the right is a group dearer per finished task than its token price suggests."""
+    fig = Fig()
+    for r in ranked:
+        change = r["rank_change"] or 0
+        color = RANK_UP if change > 0 else RANK_DOWN if change < 0 else RANK_SAME
+        word = f"+{change}" if change > 0 else str(change)
+        fig.add_scatter(
+            x=["$/1M tokens", "$/completed task"],
+            y=[r["per_token_rank"], r["per_task_rank"]],
+            mode="lines+markers+text",
+            line={"color": color, "width": 3 if change else 1.5},
+            marker={"size": 10},
+            text=[
+                f"{r[by]}  {format_usd(r['per_mtok_usd'], places=3)}/M",
+                f"{usd(r['per_completed_task_usd'])}  {r[by]}  ({word})",
+            ],
+            textposition=["middle left", "middle right"],
+            name=f"{r[by]} ({word})",
+            hovertemplate=f"<b>{r[by]}</b><br>%{{x}} rank %{{y}}<br>rank change {word}<extra></extra>",
+        )
+    n = max([len(ranked), 1])
+    fig.update_layout(title="Rank (1 = cheapest): per token vs per completed task", showlegend=False)
+    fig.update_yaxes(dtick=1, title="rank", range=[n + 0.5, 0.5])
+    fig.update_xaxes(range=[-1.6, 2.6])
+    return graph(fig, "cost-slope", height=max(280, 90 + 45 * n))
+
+
+def _two_bars(ranked: list[dict[str, Any]], by: str) -> Any:
+    """The two figures behind the ranks, in the same order (per-token rank): where one climbs and the other does not,
+    the ranking flips."""
+    names = [str(r[by]) for r in ranked]
+    tok = Fig().add_bar(
+        y=names,
+        x=[num(r["per_mtok_usd"]) for r in ranked],
+        orientation="h",
+        marker={"color": "#868e96"},
+        text=[usd(r["per_mtok_usd"]) for r in ranked],
+        textposition="auto",
+        customdata=[[r["unpriced_attempts"]] for r in ranked],
+        hovertemplate="<b>%{y}</b><br>%{text} per 1M tokens<br>unpriced attempts %{customdata[0]:,}<extra></extra>",
+    )
+    tok.update_layout(title="$ per 1M tokens (blended)", yaxis={"autorange": "reversed"})
+    tok.update_xaxes(tickprefix="$")
+    vals = [num(r["per_completed_task_usd"]) or 0.0 for r in ranked]
+    colors = [
+        RANK_UP if (r["rank_change"] or 0) > 0 else RANK_DOWN if (r["rank_change"] or 0) < 0 else "#1c7ed6"
+        for r in ranked
+    ]
+    task = Fig().add_bar(
+        y=names,
+        x=vals,
+        orientation="h",
+        marker={"color": colors},
+        error_x={
+            "type": "data",
+            "array": [(num(r["per_completed_task_high_usd"]) or v) - v for r, v in zip(ranked, vals, strict=True)],
+            "arrayminus": [v - (num(r["per_completed_task_low_usd"]) or v) for r, v in zip(ranked, vals, strict=True)],
+            "color": "#495057",
+        },
+        customdata=[
+            [
+                r["completed_tasks"],
+                pct(r["success_rate"]),
+                r["task_unpriced_attempts"],
+                r["attempts_per_completed_task"],
+            ]
+            for r in ranked
+        ],
+        hovertemplate=(
+            "<b>%{y}</b><br>%{x:$.6f} per completed task<br>%{customdata[0]:,} completed, success %{customdata[1]}"
+            "<br>%{customdata[3]:.2f} attempts per completed task<br>unpriced attempts %{customdata[2]:,}"
+            "<extra></extra>"
+        ),
+    )
+    task.update_layout(title="$ per completed task (with its interval)", yaxis={"autorange": "reversed"})
+    task.update_xaxes(tickprefix="$")
+    task.update_yaxes(
+        tickvals=names,
+        ticktext=[f"{n} · {usd(r['per_completed_task_usd'])}" for n, r in zip(names, ranked, strict=True)],
+    )
+    h = max(240, 60 + 34 * len(ranked))
+    return dmc.SimpleGrid(
+        [graph(tok, "cost-per-mtok", height=h), graph(task, "cost-per-task", height=h)],
+        cols={"base": 1, "md": 2},
+        spacing="sm",
+    )
+
+
+RANKING_COLUMNS = (
+    "per_token_rank",
+    "per_task_rank",
+    "rank_change",
+    "per_mtok_usd",
+    "unpriced_attempts",
+    "per_completed_task_usd",
+    "per_completed_task_low_usd",
+    "per_completed_task_high_usd",
+    "task_unpriced_attempts",
+    "success_rate",
+    "attempts_per_completed_task",
+    "completed_tasks",
+    "unranked_because",
+)
+
+
+def _per_token(ans: Mapping[str, Any]) -> Any:
+    s = ans["summary"]
+    by = s["by"]
+    table = ans["tables"]["ranking"]
+    ranked = [r for r in rows_of(table) if r["per_token_rank"] is not None]
+    cover = _coverage(int(s["call_attempts"]), int(s["unpriced_attempts"]))
+    flips = [
+        dmc.ListItem(
+            [
+                dmc.Badge(
+                    "clear" if f["clear"] else "may be noise" if f["clear"] is False else "no interval",
+                    color="red" if f["clear"] else "gray",
+                    variant="light",
+                    mr="xs",
+                ),
+                f["sentence"],
+            ]
+        )
+        for f in s.get("flips") or []
+    ]
+    body: list[Any] = [
+        dmc.Text(s["headline"] if not flips else "Where the rankings disagree:", fw=600, id="cost-flip-headline"),
+    ]
+    if flips:
+        body.append(dmc.List(flips, size="sm", id="cost-flips"))
+    body.append(
+        dmc.Text(
+            f"coverage: {cover}; of the finished tasks' attempts, {s['task_unpriced_attempts']:,} unpriced",
+            size="xs",
+            c="dimmed",
+        )
+    )
+    if ranked:
+        body.append(dmc.SimpleGrid([_slope(ranked, by), _two_bars(ranked, by)], cols=1, spacing="sm"))
+    else:
+        body.append(
+            dmc.Alert("No group can be ranked yet (none has a priced call and a completed task).", color="gray")
+        )
+    body.append(answer_table(pretty(table, (by, *RANKING_COLUMNS), first=by), id="cost-ranking-table"))
+    body.append(notes_list(ans["notes"], "cost-pertoken-notes"))
+    return dmc.Stack(body, gap="sm")
+
+
+# -- the page ----------------------------------------------------------------------------------------------------
+def choices(
+    values: Sequence[str], current: str | None, default: str, label: Any = None
+) -> tuple[list[dict[str, str]], str]:
+    """Options and value of a URL-kept control whose default stays out of the address: the default's option has the
+    value "" (the URL writer leaves empty values out, so opening the page does not rewrite its address and render it
+    twice), unless the address names it."""
+    data = [
+        {"value": (v if current == v else "") if v == default else v, "label": label(v) if label else v} for v in values
+    ]
+    return data, current or ""
+
+
+def _bucket_control(query: Mapping[str, str]) -> Any:
+    default = bucket_of({"range": query.get("range")}) if query.get("range") in RANGES else "day"
+    data, value = choices(BUCKETS, query.get("bucket") or None, default)
+    return dmc.SegmentedControl(id=url_id("bucket"), data=data, value=value, size="xs")
+
+
+def _by_control(query: Mapping[str, str]) -> Any:
+    data, value = choices(DIMENSIONS, query.get("by") or None, DEFAULT_BY, lambda d: d.replace("_", " "))
+    return dmc.Select(id=url_id("by"), data=data, value=value, allowDeselect=False, w=170, size="xs", label="group by")
+
+
+def _rank_control(query: Mapping[str, str]) -> Any:
+    data, value = choices(RANK_BY, query.get("rank_by") or None, RANK_BY[0])
+    return dmc.SegmentedControl(id=url_id("rank_by"), data=data, value=value, size="xs")
 
 
 def register(app: Dash, ctx: PageContext) -> None:
     def layout(**query: str) -> Any:
-        return page(NAME, "Cost", query, ctx.store, html.Div(id=f"{NAME}-body"))
+        by = query.get("by") or DEFAULT_BY
+        return page(
+            NAME,
+            "Cost",
+            query,
+            ctx.store,
+            dcc.Loading(html.Div(id="cost-headline"), delay_show=300, type="dot"),
+            section(
+                "Per token vs per completed task",
+                "A price list ranks models per token; you pay per finished task. A group cheap per token can be the "
+                "dear one per completed task when it needs more retries or fails tasks whose spend you pay anyway.",
+                html.Div(id="cost-pertoken"),
+                extra=_rank_control(query),
+            ),
+            section(
+                "What bought nothing",
+                "Waste in parts that do not overlap: the whole spend of failed and abandoned tasks, attempts a retry "
+                "superseded (failed, or succeeded and retried anyway), and prompt tokens that repeated the previous "
+                "call's prefix without being read from the cache. Tool spend is shown beside it; it is not waste.",
+                html.Div(id="cost-waste"),
+            ),
+            section(
+                f"By {by.replace('_', ' ')}",
+                "Each group's cost per completed task (failed and abandoned tasks' spend included) with its interval, "
+                "and its waste. For a call dimension, a task whose calls disagree is its own group, 'mixed'.",
+                html.Div(id="cost-groups"),
+                extra=_by_control(query),
+            ),
+            section(
+                "Over time",
+                "Cost per completed task and waste per bucket of the tasks' start (UTC; weeks start on Monday).",
+                html.Div(id="cost-time"),
+                extra=_bucket_control(query),
+            ),
+        )
 
     dash.register_page(NAME, path="/cost", name="Cost", layout=layout)
+
+    @app.callback(
+        Output("cost-headline", "children"),
+        Output("cost-waste", "children"),
+        Output("cost-groups", "children"),
+        Input(f"{NAME}-query", "data"),
+    )
+    @safe_callback(3)
+    def refresh(query: dict[str, str] | None) -> Any:
+        query = query or {}
+        filters = filters_from_query(query)
+        by = query.get("by") or DEFAULT_BY
+        q = QUESTIONS["cost"]
+        ans = q.run(ctx.store, filters, q.options(by=by)).to_json()
+        s = ans["summary"]
+        if not s.get("tasks"):
+            running = s.get("in_progress_tasks")
+            return (
+                empty_state(f"No finished tasks yet ({running:,} still running)" if running else "No tasks yet"),
+                None,
+                None,
+            )
+        groups = rows_of(ans["tables"]["groups"]) if "groups" in ans["tables"] else []
+        waste = dmc.SimpleGrid(
+            [
+                _waste_kinds(ans["tables"]["waste"]),
+                answer_table(pretty(ans["tables"]["waste"], ans["tables"]["waste"]["display"]), id="cost-waste-table"),
+            ],
+            cols={"base": 1, "lg": 2},
+            spacing="sm",
+        )
+        table = pretty(ans["tables"]["groups"], (by, *GROUP_COLUMNS), first=by) if groups else None
+        grouped = [
+            dmc.SimpleGrid(
+                [_cost_by_group(groups, by, float(s["confidence"])), _waste_by_group(groups, by)],
+                cols={"base": 1, "lg": 2},
+                spacing="sm",
+            ),
+            answer_table(table, id="cost-groups-table") if table else None,
+            notes_list(ans["notes"], "cost-notes"),
+        ]
+        return _headline(s), waste, grouped
+
+    @app.callback(Output("cost-time", "children"), Input(f"{NAME}-query", "data"))
+    @safe_callback()
+    def over_time(query: dict[str, str] | None) -> Any:
+        query = query or {}
+        filters = filters_from_query(query)
+        bucket = bucket_of(query)
+        q = QUESTIONS["cost"]
+        ans = q.run(ctx.store, filters, q.options(bucket=bucket)).to_json()
+        if not ans["summary"].get("tasks"):
+            return None
+        groups = rows_of(ans["tables"]["groups"])
+        cut = [n for n in ans["notes"] if n.startswith(("showing", "no interval"))]
+        return [_over_time(groups, bucket, float(ans["summary"]["confidence"])), notes_list(cut, "cost-time-notes")]
+
+    @app.callback(Output("cost-pertoken", "children"), Input(f"{NAME}-query", "data"))
+    @safe_callback()
+    def per_token(query: dict[str, str] | None) -> Any:
+        query = query or {}
+        filters = filters_from_query(query)
+        rank_by = query.get("rank_by") or RANK_BY[0]
+        if rank_by not in RANK_BY:
+            raise PageError(f"cannot rank by {rank_by!r}: one of {', '.join(RANK_BY)}")
+        q = QUESTIONS["per-token"]
+        ans = q.run(ctx.store, filters, q.options(by=rank_by)).to_json()
+        if not ans["summary"].get("call_attempts") and not ans["summary"].get("finished_tasks"):
+            return None
+        return _per_token(ans)

@@ -199,6 +199,30 @@ def _server(h: dict[str, Any]) -> Any:
     return dmc.Stack([*warn, intake, queue], gap="sm")
 
 
+def _allocation(a: dict[str, Any] | None) -> Any:
+    """The server's own sharing-out of each cluster window's GPU-hours (self-hosted calls get their price then)."""
+    if a is None:
+        return stat("GPU-hour allocation", "unknown", "this server does not report it", id="health-allocation")
+    if a.get("error"):
+        sub = f"failed {_when(_parse(a.get('error_at')))}: {a['error']}"
+    elif a.get("allocated_through"):
+        sub = f"{_n(a.get('windows_allocated'))} windows, through {_when(_parse(a['allocated_through']))}"
+        if a.get("next_due_at"):
+            sub += f"; next due {_when(_parse(a['next_due_at']))}"
+    else:
+        sub = "no window allocated yet" if a.get("enabled") else "off: run `taskcost reprice` to allocate"
+    return stat("GPU-hour allocation", str(a.get("state", "unknown")), sub, id="health-allocation")
+
+
+def _parse(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
 def _prices(h: dict[str, Any] | None, store: Any) -> Any:
     parts: list[Any] = []
     if h is not None:
@@ -214,6 +238,7 @@ def _prices(h: dict[str, Any] | None, store: Any) -> Any:
                 ),
                 stat("Price book", p["book"] or "none", "custom models, discounts, fees", id="health-price-book"),
                 stat("Clusters", p["clusters"] or "none", "self-hosted GPU prices", id="health-clusters"),
+                _allocation(h.get("cluster_allocation")),
             )
         )
         if p.get("error"):

@@ -8,6 +8,7 @@ error or a failed Dash callback (HTTP >= 400 from ``_dash-update-component``) fa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -171,12 +172,15 @@ def control(page: Any, key: str) -> Any:
 
 
 def choose(page: Any, key: str, value: str | None = None) -> str:
-    """Pick ``value`` (default: the first option) in the URL-kept select ``key``; wait for the page to render
-    again. Returns the value picked."""
+    """Pick ``value`` (default: the first option) in the URL-kept select ``key``; wait for the address to change
+    (the URL writer's answer) and then for the page to render again. Returns the value picked."""
+    before = page.url
     control(page, key).click()
     options = page.locator(".mantine-Select-option:visible, .mantine-Select-dropdown [role=option]:visible")
     option = options.filter(has_text=value).first if value else options.first
     picked = option.inner_text()
     option.click()
+    with contextlib.suppress(Exception):  # picking the value already shown changes nothing
+        page.wait_for_function("(before) => window.location.href !== before", arg=before, timeout=10_000)
     settle(page)
     return picked
