@@ -24,6 +24,7 @@ TARGETS = {
     "queryable_s": 5.0,
     "analytics_1m_s": 0.2,
     "analytics_10m_s": 1.0,
+    "dashboard_callback_10m_s": 1.0,
 }
 
 
@@ -97,14 +98,60 @@ def _memory_lines(long: Any, memory_limit: str) -> list[str]:
     return lines
 
 
+def _dashboard_lines(quick: bool, *, required: bool) -> list[str]:
+    """Every page the dashboards list, in headless Chromium against the real server: each callback's median time
+    and each page's load, at both sizes; the slowest callback of each page against the target."""
+    from bench.dashboards import CHROMIUM, run_dashboards
+
+    lines = ["## Dashboards (median seconds)", ""]
+    if not CHROMIUM.exists() and not required:  # `make bench` without a browser: the other sections still run
+        print(f"dashboards: skipped ({CHROMIUM} is missing: make install-browser)", flush=True)
+        return [*lines, f"(skipped: {CHROMIUM} is missing; `make install-browser` installs it)", ""]
+    print("dashboards ...", flush=True)
+    sizes = (20_000, 100_000) if quick else (1_000_000, 10_000_000)
+    repeats = 2 if quick else 5
+    res = {(t.path, t.calls): t for t in run_dashboards(sizes, repeats=repeats)}
+    paths = list(dict.fromkeys(path for path, _ in res))
+    target = TARGETS["dashboard_callback_10m_s"]
+    small, big = sizes
+    lines += [
+        f"Every page the dashboards list in their navigation, opened in headless Chromium (Debian's, driven by"
+        f" Playwright) against the real `taskcost serve` (its defaults, auth off) over the analytics history"
+        f" ({small:,} and {big:,} calls); one load to warm, then {repeats}. Each `_dash-update-component` request is"
+        " timed by the browser from its start to its response's end (the callback, its queries and its JSON over"
+        " loopback); a page's load runs from the navigation to its last callback's answer. The callback times are"
+        f" medians over the loads; the target: every callback < {target:g} s at {big:,} calls.",
+        "",
+        f"| page | callbacks per load | slowest callback (at {big:,}) | {small:,} calls | {big:,} calls | ratio |"
+        f" page load, {small:,} | page load, {big:,} | < {target:g} s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path in paths:
+        a, b = res[(path, small)], res[(path, big)]
+        name, slow_b = b.slowest()
+        slow_a = a.medians().get(name, float("nan"))
+        shown = f" ({a.errors_shown + b.errors_shown} error boxes shown)" if a.errors_shown + b.errors_shown else ""
+        lines.append(
+            f"| {path}{shown} | {b.per_load():.0f} | {name} | {slow_a:.3f} | {slow_b:.3f} | {slow_b / slow_a:.1f} |"
+            f" {a.load():.3f} | {b.load():.3f} | {_ok(slow_b < target)} |"
+        )
+    lines += ["", "Every callback (median seconds):", "", f"| page | callback | {small:,} calls | {big:,} calls |"]
+    lines.append("|---|---|---|---|")
+    for path in paths:
+        ma, mb = res[(path, small)].medians(), res[(path, big)].medians()
+        for name in sorted(mb, key=lambda n: -mb[n]):
+            lines.append(f"| {path} | {name} | {ma.get(name, float('nan')):.3f} | {mb[name]:.3f} |")
+    return [*lines, ""]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
-    ap.add_argument("--only", choices=["ingest", "query", "analytics", "reprice", "sdk"], action="append")
+    ap.add_argument("--only", choices=["ingest", "query", "analytics", "dashboards", "reprice", "sdk"], action="append")
     ap.add_argument("--senders", type=int, default=8, help="concurrent senders (agents) in the ingest run")
     ap.add_argument("--ingest-runs", type=int, default=3, help="ingest runs; the median is reported")
     args = ap.parse_args()
-    parts = args.only or ["ingest", "query", "analytics", "reprice", "sdk"]
+    parts = args.only or ["ingest", "query", "analytics", "dashboards", "reprice", "sdk"]
     lines = [
         "# Benchmark results",
         "",
@@ -262,6 +309,8 @@ def main() -> None:
                 a, b = res[(name, sizes[0], door)], res[(name, sizes[1], door)]
                 lines.append(f"| {name} ({shown}) | {door} | {a:.3f} | {b:.3f} | {_ok(a < t1)} / {_ok(b < t10)} |")
         lines.append("")
+    if "dashboards" in parts:
+        lines += _dashboard_lines(args.quick, required=bool(args.only))
     if "reprice" in parts:
         from bench.reprice import run_reprice
 

@@ -11,13 +11,16 @@ import socket
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from taskcost.cli._common import app, err, fail, settings_or_exit
 from taskcost.cli._options import DbOption
-from taskcost.store import DuckDBStore, StoreUnavailableError
+from taskcost.store import StoreUnavailableError
+
+if TYPE_CHECKING:
+    from taskcost.store import DuckDBStore
 
 __all__ = ["serve"]
 
