@@ -87,8 +87,7 @@ def create_dash_app(
         module.register(app, ctx)
     entries = [dash.page_registry[m.NAME] for m in pages]  # the navigation keeps the pages' own order
     nav = [
-        dmc.NavLink(label=p["name"], href=p["relative_path"], id=f"nav-{p['module']}", active="exact")
-        for p in entries
+        dmc.NavLink(label=p["name"], href=p["relative_path"], id=f"nav-{p['module']}", active="exact") for p in entries
     ]
     app.layout = dmc.MantineProvider(
         dmc.AppShell(
