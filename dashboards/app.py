@@ -122,6 +122,8 @@ def create_dash_app(
     def _write_url(values: list[Any], ids: list[dict[str, str]], search: str | None) -> Any:
         """Every URL-kept control's value into the query string (empty ones left out); the router renders the
         page again from it."""
+        if len(dash.ctx.triggered) != 1:  # the page was rendered (all its controls appeared): nothing was changed
+            return dash.no_update
         pairs = [(i["key"], _text(v)) for i, v in zip(ids, values, strict=True) if v not in (None, "", [], False)]
         if any(k == "range" and v == "all" for k, v in pairs):
             pairs = [(k, v) for k, v in pairs if k != "range"]
