@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from taskcost.app import create_app
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
-from tests.builders.dash import OVERVIEW_UPDATE
+from tests.builders.dash import menu_options, page_render
 from tests.otlp_samples import sample_request
 
 PB = {"Content-Type": "application/x-protobuf"}
@@ -94,13 +94,22 @@ def test_dashboards_need_a_read_key_and_show_its_project_only(app_client: TestCl
         "," not in refused.headers["WWW-Authenticate"].split('"')[0]
         and "Bearer" not in refused.headers["WWW-Authenticate"]
     )
-    basic = {"Authorization": "Basic " + base64.b64encode(f"u:{read_b}".encode()).decode()}
-    assert app_client.get("/dash/", headers=basic).status_code == 200
-    payload = OVERVIEW_UPDATE
-    # a client-sent project header is ignored: the server sets it from the key
-    r = app_client.post("/dash/_dash-update-component", json=payload, headers={**basic, "X-Taskcost-Project": "alpha"})
-    assert r.status_code == 200, r.text
-    assert r.json()["response"]["overview-headline"]["children"].startswith("0 tasks")
+    _, read_a = store.create_key("alpha", "read")
+
+    def basic(secret: str) -> dict[str, str]:
+        return {"Authorization": "Basic " + base64.b64encode(f"u:{secret}".encode()).decode()}
+
+    assert app_client.get("/dash/", headers=basic(read_b)).status_code == 200
+
+    def projects_listed(secret: str) -> list[str]:
+        # the page rendered from its address; a client-sent project header is ignored: the server sets it from the key
+        headers = {**basic(secret), "X-Taskcost-Project": "alpha"}
+        r = app_client.post("/dash/_dash-update-component", json=page_render("/dash/"), headers=headers)
+        assert r.status_code == 200, r.text
+        return menu_options(r.json()["response"]["_pages_content"]["children"], "project")
+
+    assert projects_listed(read_a) == ["alpha"]
+    assert projects_listed(read_b) == []  # beta's key sees none of alpha's rows, not even its name in a menu
 
 
 def test_admin_api_manages_keys(app_client: TestClient, store: DuckDBStore) -> None:
