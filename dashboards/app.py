@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 import dash
 import dash_mantine_components as dmc
@@ -120,11 +120,16 @@ def create_dash_app(
         prevent_initial_call=True,
     )
     def _write_url(values: list[Any], ids: list[dict[str, str]], search: str | None) -> Any:
-        """Every URL-kept control's value into the query string (empty ones left out); the router renders the
-        page again from it."""
+        """Every URL-kept control's value into the query string (empty ones left out), keeping the address's other
+        keys (``since``, a task's id...) except the absolute times when the time range changed; the router renders
+        the page again from it."""
         if len(dash.ctx.triggered) != 1:  # the page was rendered (all its controls appeared): nothing was changed
             return dash.no_update
-        pairs = [(i["key"], _text(v)) for i, v in zip(ids, values, strict=True) if v not in (None, "", [], False)]
+        held = {i["key"] for i in ids}
+        if dash.ctx.triggered_id == {"type": URL_TYPE, "key": "range"}:
+            held |= {"since", "until"}
+        pairs = [(k, v) for k, v in parse_qsl((search or "").lstrip("?")) if k not in held]
+        pairs += [(i["key"], _text(v)) for i, v in zip(ids, values, strict=True) if v not in (None, "", [], False)]
         if any(k == "range" and v == "all" for k, v in pairs):
             pairs = [(k, v) for k, v in pairs if k != "range"]
         new = "?" + urlencode(pairs) if pairs else ""

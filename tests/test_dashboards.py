@@ -1,20 +1,27 @@
-"""The dashboards are mounted in the same process and their callbacks answer from analytics.
-(The placeholder page only; browser tests come with the real pages.)"""
+"""The dashboards are mounted in the same process and their callbacks answer from analytics: the Overview's headline,
+the Tasks list and a task's drill-down, the DEMO DATA badge, asked the way the browser asks them (the browser tests
+in tests/browser/ drive the real pages)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from dashboards.pages.overview import CARDS
 from taskcost.app import create_app
 from taskcost.normalize import normalize_request
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore, prepare_batch
-from tests.builders.dash import OVERVIEW_UPDATE
+from tests.builders.analytics import Fleet
 from tests.otlp_samples import sample_request
+
+# one completed task (task-1, code_review): 2 gpt-4o attempts ($0.0026 + $0.00475) and a $0.005 tool call
+TASK_COST = "$0.012350"
 
 
 @pytest.fixture
@@ -22,6 +29,33 @@ def dash_client(settings: Settings, store: DuckDBStore) -> Iterator[TestClient]:
     store.write(prepare_batch(normalize_request(sample_request()), time.time_ns()))
     with TestClient(create_app(settings, store)) as c:
         yield c
+
+
+def _update(client: TestClient, outputs: list[tuple[str, str]], inputs: list[tuple[str, str, Any]]) -> dict[str, Any]:
+    """One callback, as the browser asks it: its outputs and its inputs' values; the response's outputs by id."""
+    ids = [{"id": i, "property": p} for i, p in outputs]
+    multi = len(outputs) > 1
+    payload = {
+        "output": "...".join(f"{i}.{p}" for i, p in outputs).join(("..", "..")) if multi else ".".join(outputs[0]),
+        "outputs": ids if multi else ids[0],
+        "inputs": [{"id": i, "property": p, "value": v} for i, p, v in inputs],
+        "changedPropIds": [f"{i}.{p}" for i, p, _ in inputs],
+    }
+    r = client.post("/dash/_dash-update-component", json=payload)
+    assert r.status_code in (200, 204), r.text
+    return r.json()["response"] if r.status_code == 200 else {}
+
+
+def _text(component: Any) -> str:
+    """The text a component tree shows (its children's strings, depth first)."""
+    if component is None:
+        return ""
+    if isinstance(component, str | int | float):
+        return str(component)
+    if isinstance(component, list):
+        return " ".join(_text(c) for c in component)
+    props = component.get("props", {}) if isinstance(component, dict) else {}
+    return _text(props.get("children"))
 
 
 def test_dash_is_served_under_its_prefix(dash_client: TestClient) -> None:
@@ -32,10 +66,83 @@ def test_dash_is_served_under_its_prefix(dash_client: TestClient) -> None:
     assert layout.status_code == 200 and '"Overview"' in layout.text
 
 
-def test_overview_callback_reports_the_task(dash_client: TestClient) -> None:
-    payload = OVERVIEW_UPDATE
-    r = dash_client.post("/dash/_dash-update-component", json=payload)
-    assert r.status_code == 200, r.text
-    headline = r.json()["response"]["overview-headline"]["children"]
-    # one completed task: 2 gpt-4o attempts ($0.0026 + $0.00475) and a $0.005 tool call
-    assert headline == "1 tasks, 1 completed; cost per completed task $0.012350"
+COST_CARDS = [c for c in CARDS if c != "cache"]
+HEADLINE = [
+    ("overview-message", "children"),
+    *[(f"overview-{c}", "children") for c in COST_CARDS],
+    ("overview-trends", "children"),
+    ("overview-waste-box", "children"),
+]
+"""The Overview's first callback: a message (empty state, error), the cards the ``cost`` question fills, a note on
+the trends, the waste."""
+
+
+def test_overview_headline_reports_the_task(dash_client: TestClient) -> None:
+    out = _update(dash_client, HEADLINE, [("overview-query", "data", {})])
+    assert out["overview-message"]["children"] is None  # no empty state, no error
+    text = {c: _text(out[f"overview-{c}"]["children"]) for c in COST_CARDS}
+    assert TASK_COST in text["cpct"] and "all 2 attempts priced" in text["cpct"]
+    assert TASK_COST in text["spend"]
+    assert text["completed"].startswith("Completed tasks 1 of 1 finished")
+    assert "100.0%" in text["success"] and "100.0%" in text["coverage"]
+    # the failed attempt ($0.0026) bought nothing
+    assert "$0.002600" in text["waste"]
+    assert _text(out["overview-trends"]["children"]).startswith("No trends yet")  # one task: one hour
+
+
+@pytest.fixture
+def fleet_client(settings: Settings, store: DuckDBStore) -> Iterator[TestClient]:
+    """Tasks in three hours (minute 0, 70, 130 after T0): cheap-1 calls of 1,000, 2,000 and 4,000 input tokens
+    ($0.0012, $0.0022, $0.0042 with 100 output tokens each); the second hour also has a failed task ($0.0012)."""
+    f = Fleet()
+    for i, (minute, tokens) in enumerate(((0, 1000), (70, 2000), (130, 4000))):
+        f.task(f"t{i}", minute=minute).call("cheap-1", input_tokens=tokens, output_tokens=100)
+    f.task("x", minute=75, outcome="failed").call("cheap-1", output_tokens=100)
+    f.write(store)
+    with TestClient(create_app(settings, store)) as c:
+        yield c
+
+
+def test_overview_trends_are_the_cost_questions_buckets(fleet_client: TestClient) -> None:
+    out = _update(fleet_client, HEADLINE, [("overview-query", "data", {})])
+
+    def trend(card: str) -> list[Any]:
+        graph = next(c for c in out[f"overview-{card}"]["children"]["props"]["children"] if isinstance(c, dict) and
+                     c.get("props", {}).get("id") == f"overview-{card}-trend")  # fmt: skip
+        [line] = graph["props"]["figure"]["data"]
+        return list(line["y"])
+
+    # per hour: cost per completed task $0.0012; ($0.0022 + $0.0012) / 1; $0.0042
+    assert trend("cpct") == pytest.approx([0.0012, 0.0034, 0.0042])
+    assert trend("spend") == pytest.approx([0.0012, 0.0034, 0.0042])
+    assert trend("success") == pytest.approx([1.0, 0.5, 1.0])
+    assert trend("completed") == [1, 1, 1]
+    assert _text(out["overview-trends"]["children"]) == "Trends: per hour (UTC) of the tasks' start."
+
+
+def test_overview_on_a_filter_that_selects_nothing_shows_the_empty_state(dash_client: TestClient) -> None:
+    out = _update(dash_client, HEADLINE, [("overview-query", "data", {"kind": "nothing-like-it"})])
+    assert "tc-empty" in json.dumps(out["overview-message"])
+    assert all(out[f"overview-{c}"]["children"] is None for c in COST_CARDS)
+
+
+def test_overview_bad_filter_is_a_message_not_a_traceback(dash_client: TestClient) -> None:
+    out = _update(dash_client, [("overview-cache", "children")], [("overview-query", "data", {"since": "not a date"})])
+    assert "tc-error" in json.dumps(out) and "bad filter" in json.dumps(out)
+
+
+def test_tasks_list_and_drilldown(dash_client: TestClient) -> None:
+    out = _update(dash_client, [("tasks-body", "children")], [("tasks-query", "data", {"sort": "-cost"})])
+    text = _text(out["tasks-body"]["children"])
+    assert "1 tasks match" in text and "task-1" in text and TASK_COST in text
+    out = _update(dash_client, [("tasks-detail", "children")], [("tasks-query", "data", {"task": "task-1"})])
+    tree = json.dumps(out["tasks-detail"])
+    assert tree.count('"tc-call-row"') == 2  # the failed attempt and its retry
+    assert "tasks-timeline" in tree and TASK_COST in tree
+    out = _update(dash_client, [("tasks-detail", "children")], [("tasks-query", "data", {"task": "nope"})])
+    assert "no task 'nope'" in json.dumps(out)
+
+
+def test_the_demo_badge_is_off_for_real_data(dash_client: TestClient) -> None:
+    out = _update(dash_client, [("tc-demo-badge", "children")], [("_pages_location", "pathname", "/dash/")])
+    assert out["tc-demo-badge"]["children"] is None

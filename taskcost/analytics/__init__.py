@@ -4,16 +4,38 @@ Each question is a plain function ``(store, filters, options) -> answer`` (see `
 hold polars DataFrames, and all turn into one JSON shape (``Answer.to_json``). docs/analytics.md defines each one.
 """
 
-from taskcost.analytics._answer import Answer, Table, frame
-from taskcost.analytics._calls import CallCost, call_costs
-from taskcost.analytics._coverage import Coverage, MissingPrice, MissingPrices, cost_coverage, missing_prices
-from taskcost.analytics._dimensions import dimension_values
-from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, MIXED, TASK_DIMENSIONS, Filters
-from taskcost.analytics._question import NoOptions, Options, Question, UsageError
-from taskcost.analytics._registry import QUESTIONS
-from taskcost.analytics._tasks import OutcomeRow, TaskSummary, task_summary
-from taskcost.pricing import format_usd  # the one money formatter (the dashboards reach pricing through here)
-from taskcost.store import ReadStore  # what every question reads with (the dashboards type against it)
+from typing import TYPE_CHECKING
+
+from taskcost._internal.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from taskcost.analytics._answer import Answer, Table, frame
+    from taskcost.analytics._calls import CallCost, call_costs
+    from taskcost.analytics._canary_samples import GpuOffer, canary_samples, gpu_offers
+    from taskcost.analytics._console import (
+        RELATIONS,
+        IngestActivity,
+        PriceSourceUse,
+        Relation,
+        SqlAnswer,
+        ingest_activity,
+        price_sources,
+        run_sql,
+        sql_schema,
+    )
+    from taskcost.analytics._coverage import Coverage, MissingPrice, MissingPrices, cost_coverage, missing_prices
+    from taskcost.analytics._dimensions import dimension_values
+    from taskcost.analytics._facts import DataExtent, DemoMarks, data_extent, demo_marks
+    from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, MIXED, TASK_DIMENSIONS, Filters
+    from taskcost.analytics._question import NoOptions, Options, Question, UsageError
+    from taskcost.analytics._registry import QUESTIONS
+    from taskcost.analytics._task_detail import TASK_SORTS, TaskDetail, TaskList, explain_call, task_detail, task_list
+    from taskcost.analytics._tasks import OutcomeRow, TaskSummary, task_summary
+    from taskcost.pricing import format_usd  # the one money formatter (the dashboards reach pricing through here)
+    from taskcost.store import ReadStore  # what every question reads with (the dashboards type against it)
+
+__getattr__, __dir__ = lazy_exports(__name__)
+
 
 __all__ = [
     "CALL_DIMENSIONS",
@@ -25,6 +47,7 @@ __all__ = [
     "CallCost",
     "Coverage",
     "Filters",
+    "GpuOffer",
     "MissingPrice",
     "MissingPrices",
     "NoOptions",
@@ -36,10 +59,33 @@ __all__ = [
     "TaskSummary",
     "UsageError",
     "call_costs",
+    "canary_samples",
     "cost_coverage",
     "dimension_values",
     "format_usd",
     "frame",
+    "gpu_offers",
     "missing_prices",
     "task_summary",
+    # browsing tasks, facts about the data (the dashboards' Overview and Tasks pages)
+    "TASK_SORTS",
+    "DataExtent",
+    "DemoMarks",
+    "TaskDetail",
+    "TaskList",
+    "data_extent",
+    "demo_marks",
+    "explain_call",
+    "task_detail",
+    "task_list",
+    # the SQL console and the stored spans' health (the dashboards' SQL and Data health pages)
+    "RELATIONS",
+    "IngestActivity",
+    "PriceSourceUse",
+    "Relation",
+    "SqlAnswer",
+    "ingest_activity",
+    "price_sources",
+    "run_sql",
+    "sql_schema",
 ]

@@ -1,0 +1,69 @@
+"""Small facts about the stored data that the dashboards show beside the answers: when the selected tasks ran (to
+pick a time bucket and the periods to compare), and whether the data is the demo's (so it is never taken for real).
+
+One aggregate over ``tasks`` each (the roll-up: one row per task, whatever the number of calls).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from taskcost.analytics._answer import frame
+from taskcost.analytics._filters import Filters, Sql, call_scope, task_scope
+from taskcost.store import ReadStore
+
+__all__ = ["DEMO_SERVICE", "DataExtent", "DemoMarks", "data_extent", "demo_marks"]
+
+DEMO_SERVICE = "taskcost-demo"
+"""The ``service.name`` of every span ``taskcost demo`` sends (it also sends ``deployment.environment.name=demo``
+and ``demo-`` task ids, but an id prefix alone is no proof: a user's own task ids may start with it)."""
+
+
+@dataclass(frozen=True)
+class DataExtent:
+    """The selected tasks: how many, their first and last start, and (when asked) the last start of their selected
+    call attempts. UTC, naive as in the views; None without any."""
+
+    tasks: int
+    first_start: datetime | None
+    last_start: datetime | None
+    last_call_start: datetime | None = None
+
+
+def data_extent(store: ReadStore, filters: Filters, *, calls: bool = False) -> DataExtent:
+    """When the tasks ``filters`` select started (running ones included); with ``calls``, also the last start of
+    the call attempts the filters select (a task's calls run after its start: a window that ends at the last task's
+    start would leave them out)."""
+    sql = Sql("WITH ") + task_scope(filters)
+    last_call = Sql("NULL")
+    if calls:
+        sql += Sql(", ") + call_scope(filters)
+        last_call = Sql("(SELECT max(start_time) FROM scoped_calls)")
+    sql += Sql(" SELECT count(*) AS tasks, min(start_time) AS first, max(start_time) AS last, ") + last_call
+    sql += Sql(" AS last_call FROM scoped_tasks")
+    row = frame(store, sql, filters).row(0, named=True)
+    return DataExtent(int(row["tasks"]), row["first"], row["last"], row["last_call"])
+
+
+@dataclass(frozen=True)
+class DemoMarks:
+    """How many of the stored tasks the demo made, of all tasks."""
+
+    demo_tasks: int
+    tasks: int
+
+    @property
+    def any(self) -> bool:
+        return self.demo_tasks > 0
+
+    @property
+    def only(self) -> bool:
+        return self.demo_tasks > 0 and self.demo_tasks == self.tasks
+
+
+def demo_marks(store: ReadStore, project: str | None = None) -> DemoMarks:
+    """The tasks of ``project`` (all projects when None) that ``taskcost demo`` sent: those of its service."""
+    sql = Sql("SELECT count(*) FILTER (WHERE service_name = ?) AS demo, count(*) AS tasks FROM tasks", [DEMO_SERVICE])
+    row = frame(store, sql, Filters.model_validate({"project": project})).row(0, named=True)
+    return DemoMarks(int(row["demo"]), int(row["tasks"]))
