@@ -146,9 +146,10 @@ def test_ctrl_c_stops_the_demo_cleanly_and_loses_nothing(tmp_path: Path) -> None
         deadline = time.monotonic() + 120
         while True:  # until the fleet's first tasks are in
             assert proc.poll() is None, proc.communicate()
-            if (tmp_path / "demo.duckdb.serve.json").exists():
-                done = sql(db, "SELECT count(*) AS n FROM tasks WHERE outcome IS NOT NULL")
-                if done[0]["n"] >= 10:
+            if (tmp_path / "demo.duckdb.serve.json").exists():  # the server is starting (or answers already)
+                query = "SELECT count(*) AS n FROM tasks WHERE outcome IS NOT NULL"
+                asked = run_cli("sql", "--db", str(db), "--format", "json", query, check=False)
+                if asked.returncode == 0 and json.loads(asked.stdout)[0]["n"] >= 10:
                     break
             assert time.monotonic() < deadline, "no tasks arrived"
             time.sleep(0.5)
