@@ -601,23 +601,6 @@ def _two_bars(ranked: list[dict[str, Any]], by: str) -> Any:
     )
 
 
-RANKING_COLUMNS = (
-    "per_token_rank",
-    "per_task_rank",
-    "rank_change",
-    "per_mtok_usd",
-    "unpriced_attempts",
-    "per_completed_task_usd",
-    "per_completed_task_low_usd",
-    "per_completed_task_high_usd",
-    "task_unpriced_attempts",
-    "success_rate",
-    "attempts_per_completed_task",
-    "completed_tasks",
-    "unranked_because",
-)
-
-
 def _per_token(ans: Mapping[str, Any]) -> Any:
     s = ans["summary"]
     by = s["by"]
@@ -656,7 +639,7 @@ def _per_token(ans: Mapping[str, Any]) -> Any:
         body.append(
             dmc.Alert("No group can be ranked yet (none has a priced call and a completed task).", color="gray")
         )
-    body.append(answer_table(pretty(table, (by, *RANKING_COLUMNS), first=by), id="cost-ranking-table"))
+    body.append(answer_table(pretty(table, table["columns"], first=by), id="cost-ranking-table"))
     body.append(notes_list(ans["notes"], "cost-pertoken-notes"))
     return dmc.Stack(body, gap="sm")
 

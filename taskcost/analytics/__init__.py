@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from taskcost.analytics._question import NoOptions, Options, Question, UsageError
     from taskcost.analytics._registry import QUESTIONS
     from taskcost.analytics._task_detail import TASK_SORTS, TaskDetail, TaskList, explain_call, task_detail, task_list
-    from taskcost.analytics._tasks import OutcomeRow, TaskSummary, task_summary
+    from taskcost.analytics._tasks import OutcomeRow, TaskSummary, summarise_outcomes, task_summary
     from taskcost.pricing import format_usd  # the one money formatter (the dashboards reach pricing through here)
     from taskcost.store import ReadStore  # what every question reads with (the dashboards type against it)
 
@@ -66,6 +66,7 @@ __all__ = [
     "frame",
     "gpu_offers",
     "missing_prices",
+    "summarise_outcomes",
     "task_summary",
     # browsing tasks, facts about the data (the dashboards' Overview and Tasks pages)
     "TASK_SORTS",

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from taskcost.store import ReadStore
 
-__all__ = ["OutcomeRow", "TaskSummary", "task_summary"]
+__all__ = ["OutcomeRow", "TaskSummary", "summarise_outcomes", "task_summary"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,11 @@ def task_summary(store: ReadStore) -> TaskSummary:
         )
         for r in store.query(_SQL).dicts()
     ]
+    return summarise_outcomes(rows)
+
+
+def summarise_outcomes(rows: list[OutcomeRow]) -> TaskSummary:
+    """Tasks by outcome summed up: all spend / completed tasks (a priced part of the spend when some is unpriced)."""
     costs = [r.cost_usd for r in rows if r.cost_usd is not None]
     total = sum(costs, Decimal(0)) if costs else None
     completed = sum(r.tasks for r in rows if r.outcome == "completed")

@@ -84,20 +84,9 @@ FROM tasks {where} GROUP BY 1, 2 ORDER BY 1, 2
 
 def _summary(rows: list[OutcomeRow]) -> TaskSummary:
     """One project's tasks by outcome, summed as ``analytics.task_summary`` sums them (all spend / completed)."""
-    from taskcost.analytics import TaskSummary
+    from taskcost.analytics import summarise_outcomes
 
-    costs = [r.cost_usd for r in rows if r.cost_usd is not None]
-    total = sum(costs, Decimal(0)) if costs else None
-    completed = sum(r.tasks for r in rows if r.outcome == "completed")
-    return TaskSummary(
-        by_outcome=rows,
-        tasks=sum(r.tasks for r in rows),
-        completed=completed,
-        total_cost_usd=total,
-        cost_per_completed_task_usd=(total / completed) if (total is not None and completed) else None,
-        unpriced_calls=sum(r.unpriced_calls for r in rows),
-        attempts=sum(r.attempts for r in rows),
-    )
+    return summarise_outcomes(rows)
 
 
 def project_summaries(target: ReadStore, project: str | None = None) -> dict[str, TaskSummary]:
