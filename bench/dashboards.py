@@ -30,11 +30,12 @@ import httpx
 
 from bench.query import load_history
 
-__all__ = ["CHROMIUM", "PageTiming", "run_dashboards"]
+__all__ = ["CHROME_ARGS", "CHROMIUM", "PageTiming", "run_dashboards"]
 
 CHROMIUM = Path(os.environ.get("TASKCOST_TEST_CHROMIUM", "/usr/lib/chromium/chromium"))
-# headless, as root too (--no-sandbox), off the network (every host but loopback unresolvable), quiet
-_CHROME_ARGS = [
+# headless, as root too (--no-sandbox), off the network (every host but loopback unresolvable), quiet; the browser
+# tests start chromium the same way
+CHROME_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
     "--disable-dev-shm-usage",
@@ -45,6 +46,7 @@ _CHROME_ARGS = [
     "--disable-extensions",
     "--no-first-run",
     "--no-pings",
+    "--disable-features=Translate,OptimizationHints,MediaRouter,AutofillServerCommunication,NetworkTimeServiceQuerying",
     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
 ]
 _CALLBACK = "/_dash-update-component"
@@ -222,7 +224,7 @@ def run_dashboards(sizes: tuple[int, ...] = (1_000_000, 10_000_000), repeats: in
 
     out: list[PageTiming] = []
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=_CHROME_ARGS)
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
         try:
             for size in sizes:
                 db = Path(tmp) / f"d{size}.duckdb"

@@ -9,7 +9,6 @@ error or a failed Dash callback (HTTP >= 400 from ``_dash-update-component``) fa
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shutil
 import time
@@ -20,28 +19,12 @@ from typing import Any
 
 import pytest
 
+from bench.dashboards import CHROME_ARGS, CHROMIUM
 from tests.browser.demo_data import demo_database
 from tests.conftest import REPO, Server, free_port, start_server, stop_server
 
-CHROMIUM = Path(os.environ.get("TASKCOST_TEST_CHROMIUM", "/usr/lib/chromium/chromium"))
 SCREENSHOTS = REPO / "tests" / "browser" / "screenshots"  # every page of every run (not committed)
 README_IMAGES = REPO / "docs" / "img"  # the README's screenshots, kept current by the tests
-
-# As root (CI) chromium needs --no-sandbox; the rest keeps it off the (closed) network and quiet.
-CHROME_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-default-apps",
-    "--disable-extensions",
-    "--no-first-run",
-    "--no-pings",
-    "--disable-features=Translate,OptimizationHints,MediaRouter,AutofillServerCommunication,NetworkTimeServiceQuerying",
-    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
-]
 
 
 @pytest.fixture(scope="session")
