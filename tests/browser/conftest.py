@@ -27,8 +27,10 @@ SCREENSHOTS = REPO / "tests" / "browser" / "screenshots"  # every page of every 
 README_IMAGES = REPO / "docs" / "img"  # the README's screenshots, kept current by the tests
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium, per test module: Playwright's sync API keeps an event loop running on this thread while it is
+    open, and a test of another module that calls ``asyncio.run`` (the SDK's async client tests) must not meet it."""
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: `make install-browser` installs Debian's chromium (as root)")
     from playwright.sync_api import sync_playwright
