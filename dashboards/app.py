@@ -13,6 +13,7 @@ import dash_mantine_components as dmc
 import flask
 from dash import ALL, Dash, Input, Output, State, html
 
+from dashboards._badge import register_badge
 from dashboards._ui import URL_TYPE
 from taskcost.analytics import ReadStore
 
@@ -85,6 +86,7 @@ def create_dash_app(
     pages = _pages()
     for module in pages:
         module.register(app, ctx)
+    register_badge(app, store)
     entries = [dash.page_registry[m.NAME] for m in pages]  # the navigation keeps the pages' own order
     nav = [
         dmc.NavLink(label=p["name"], href=p["relative_path"], id=f"nav-{p['module']}", active="exact") for p in entries

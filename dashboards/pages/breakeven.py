@@ -20,6 +20,7 @@ import dash_mantine_components as dmc
 from dash import Dash, Input, Output, dcc, html
 from pydantic import ValidationError
 
+from dashboards._charts import rows_of
 from dashboards._ui import (
     PageError,
     empty_state,
@@ -175,10 +176,6 @@ def controls(store: ReadStore, query: Mapping[str, str]) -> Any:
 
 
 # -- the answer's parts -------------------------------------------------------------------------------------------
-def _rows(table: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [dict(zip(table["columns"], r, strict=True)) for r in table["rows"]]
-
-
 def _tph(v: Any) -> str:
     return "never" if v is None else f"{float(v):,.0f}"
 
@@ -302,7 +299,7 @@ def assumptions(s: Mapping[str, Any], options: Any) -> Any:
 def curve_figure(ans: Mapping[str, Any]) -> Any:
     import plotly.graph_objects as go
 
-    rows = _rows(ans["tables"]["curve"])
+    rows = rows_of(ans["tables"]["curve"])
     s = ans["summary"]
     fig = go.Figure()
     xs = [float(r["tokens_per_hour"]) for r in rows]
@@ -393,7 +390,7 @@ def sensitivity_table(ans: Mapping[str, Any]) -> Any:
             ],
             id=f"breakeven-sensitivity-{i}",
         )
-        for i, r in enumerate(_rows(ans["tables"]["sensitivity"]))
+        for i, r in enumerate(rows_of(ans["tables"]["sensitivity"]))
     ]
     return dmc.Stack(
         [
@@ -416,7 +413,7 @@ def sensitivity_table(ans: Mapping[str, Any]) -> Any:
 def traffic_table(ans: Mapping[str, Any]) -> Any:
     head = ["Provider", "Model", "Deployment", "Calls", "Tokens/hour", "Priced at", "API, a month", "Billed"]
     body = []
-    for r in _rows(ans["tables"]["traffic"]):
+    for r in rows_of(ans["tables"]["traffic"]):
         unpriced = r.get("unpriced_calls") or 0
         billed = money(r["observed_cost_usd"], f"{unpriced:,} unpriced calls not in it" if unpriced else None)
         body.append(

@@ -14,19 +14,7 @@ import dash
 import dash_mantine_components as dmc
 from dash import Dash, Input, Output, dcc, html
 
-from dashboards._ui import (
-    RANGES,
-    answer_table,
-    empty_state,
-    filters_from_query,
-    money,
-    page,
-    safe_callback,
-    stat,
-    url_id,
-)
-from dashboards.app import PageContext
-from dashboards.pages.cost import (
+from dashboards._charts import (
     BUCKET_MS,
     BUCKETS,
     Fig,
@@ -43,6 +31,18 @@ from dashboards.pages.cost import (
     time_axis,
     usd,
 )
+from dashboards._ui import (
+    RANGES,
+    answer_table,
+    empty_state,
+    filters_from_query,
+    money,
+    page,
+    safe_callback,
+    stat,
+    url_id,
+)
+from dashboards.app import PageContext
 from taskcost.analytics import DIMENSIONS, QUESTIONS
 
 __all__ = ["register"]

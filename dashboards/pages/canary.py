@@ -18,8 +18,10 @@ from typing import Any
 
 import dash
 import dash_mantine_components as dmc
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Input, Output, html
 
+from dashboards._canary_charts import ARM_COLOURS, distributions
+from dashboards._charts import rows_of
 from dashboards._ui import (
     FILTER_DIMENSIONS,
     PageError,
@@ -72,7 +74,6 @@ VERDICTS = {
     "not_enough_data": ("NOT ENOUGH DATA", "orange"),
 }
 NOWRAP = {"whiteSpace": "nowrap"}
-ARM_COLOURS = {"baseline": "#1c7ed6", "candidate": "#e8590c"}
 
 
 def _dimensions() -> list[str]:
@@ -224,10 +225,6 @@ def _n(v: int | None) -> str:
     return "—" if v is None else f"{v:,}"
 
 
-def _rows(table: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [dict(zip(table["columns"], r, strict=True)) for r in table["rows"]]
-
-
 # -- the answer's parts -------------------------------------------------------------------------------------------
 def verdict_banner(ans: dict[str, Any], choice: Choice) -> Any:
     s = ans["summary"]
@@ -305,7 +302,7 @@ def _cli(choice: Choice) -> str:
 
 
 def metrics_table(ans: dict[str, Any]) -> Any:
-    arms = {r["arm"]: r for r in _rows(ans["tables"]["arms"])}
+    arms = {r["arm"]: r for r in rows_of(ans["tables"]["arms"])}
     head = dmc.TableThead(
         dmc.TableTr(
             [
@@ -326,7 +323,7 @@ def metrics_table(ans: dict[str, Any]) -> Any:
         )
     )
     body = []
-    for r in _rows(ans["tables"]["metrics"]):
+    for r in rows_of(ans["tables"]["metrics"]):
         unit, kind = r["unit"], r["effect_unit"]
         colour = OUTCOME_COLOURS.get(r["outcome"], "gray")
         if unit == "usd":  # money: with its coverage beside it
@@ -405,7 +402,7 @@ def arms_table(ans: dict[str, Any]) -> Any:
         )
     )
     body = []
-    for a in _rows(ans["tables"]["arms"]):
+    for a in rows_of(ans["tables"]["arms"]):
         unpriced, attempts = a["unpriced_calls"] or 0, a["attempts"] or 0
         cover = f"{attempts - unpriced:,} of {attempts:,} attempts priced" if attempts else None
         body.append(
@@ -440,109 +437,6 @@ def arms_table(ans: dict[str, Any]) -> Any:
 
 def _time(v: Any) -> str:
     return "—" if v is None else str(v).replace("T", " ")[:19]
-
-
-def distributions(samples: Any, ans: dict[str, Any], choice: Choice) -> Any:
-    """ECDFs of both arms' sampled latency and TTFT, the canary's p50/p95/p99 marked on them."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    metrics = {r["metric"]: r for r in _rows(ans["tables"]["metrics"])}
-    names = {"baseline": choice.baseline, "candidate": choice.candidate}
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        subplot_titles=("Latency of successful calls (s)", "Time to first token (s)"),
-        horizontal_spacing=0.08,
-    )
-    in_legend: set[str] = set()
-    for col, (column, metric) in enumerate((("duration_s", "latency"), ("ttft_s", "ttft")), start=1):
-        drawn = 0
-        xs_all: list[float] = []
-        for arm in ("baseline", "candidate"):
-            xs = sorted(
-                float(x) for x in samples.filter(samples["arm"] == arm)[column].drop_nulls().to_list() if x is not None
-            )
-            if not xs:
-                continue
-            drawn += 1
-            xs_all += xs
-            first = arm not in in_legend
-            in_legend.add(arm)
-            n = len(xs)
-            fig.add_trace(
-                go.Scatter(
-                    x=[xs[0], *xs],
-                    y=[0.0, *((i + 1) / n for i in range(n))],
-                    mode="lines",
-                    line={"shape": "hv", "color": ARM_COLOURS[arm], "width": 2},
-                    name=f"{arm} {names[arm]} (n={n:,})",
-                    legendgroup=arm,
-                    showlegend=first,
-                    hovertemplate="%{x:.3g} s: %{y:.0%} of calls at or below<extra>" + arm + "</extra>",
-                ),
-                row=1,
-                col=col,
-            )
-            qx, qy, qt = [], [], []
-            for label, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
-                v = metrics.get(f"{metric}_{label}", {}).get(arm)
-                if v is not None:
-                    qx.append(float(v))
-                    qy.append(q)
-                    qt.append(label)
-            fig.add_trace(
-                go.Scatter(
-                    x=qx,
-                    y=qy,
-                    mode="markers+text",
-                    text=qt,
-                    textposition="middle left" if arm == "baseline" else "middle right",
-                    textfont={"size": 10, "color": ARM_COLOURS[arm]},
-                    marker={"color": ARM_COLOURS[arm], "size": 8, "symbol": "diamond"},
-                    legendgroup=arm,
-                    showlegend=False,
-                    hovertemplate="%{text} %{x:.3g} s<extra>" + arm + "</extra>",
-                ),
-                row=1,
-                col=col,
-            )
-        if not drawn:
-            fig.add_annotation(
-                text="no call reports a time to first token" if metric == "ttft" else "no successful calls",
-                showarrow=False,
-                xref="x domain" if col == 1 else "x2 domain",
-                yref="y domain" if col == 1 else "y2 domain",
-                x=0.5,
-                y=0.5,
-            )
-        positive = [x for x in xs_all if x > 0]
-        if positive and max(positive) / min(positive) >= 20:
-            fig.update_xaxes(type="log", row=1, col=col)
-    fig.update_yaxes(range=[0, 1.02], tickformat=".0%", title_text="share of calls at or below")
-    fig.update_yaxes(title_text=None, row=1, col=2)
-    fig.update_layout(
-        height=360,
-        margin={"l": 60, "r": 20, "t": 40, "b": 40},
-        legend={"orientation": "h", "y": -0.18},
-        template="plotly_white",
-    )
-    sampled = {arm: samples.filter(samples["arm"] == arm).height for arm in ("baseline", "candidate")}
-    return dmc.Stack(
-        [
-            dmc.Text("Distributions, both arms overlaid", fw=600),
-            dcc.Graph(figure=fig, id="canary-distributions", config={"displaylogo": False}),
-            dmc.Text(
-                f"Cumulative share of successful calls (ECDF) of a deterministic sample of at most about "
-                f"{SAMPLE_PER_ARM:,} calls per arm ({sampled['baseline']:,} baseline, {sampled['candidate']:,} "
-                "candidate); the diamonds are the canary's quantiles (from its own sample of up to 10,000). A curve "
-                "further right is slower.",
-                size="xs",
-                c="dimmed",
-            ),
-        ],
-        gap=4,
-    )
 
 
 def notes(ans: dict[str, Any]) -> Any:
@@ -594,7 +488,12 @@ def body(store: ReadStore, query: Mapping[str, str]) -> Any:
         parts.append(
             dmc.Text(f"The {dim} filter is left out here: it is what the arms differ by.", size="xs", c="dimmed")
         )
-    parts += [metrics_table(ans), distributions(samples, ans, choice), arms_table(ans), notes(ans)]
+    parts += [
+        metrics_table(ans),
+        distributions(samples, ans, choice.baseline, choice.candidate, SAMPLE_PER_ARM),
+        arms_table(ans),
+        notes(ans),
+    ]
     return dmc.Stack(parts, gap="lg")
 
 

@@ -8,14 +8,30 @@ Everything else here is presentation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Mapping
 from typing import Any
 
 import dash
 import dash_mantine_components as dmc
 from dash import Dash, Input, Output, dcc, html
 
+from dashboards._charts import (
+    BUCKET_MS,
+    BUCKETS,
+    Fig,
+    bucket_of,
+    choices,
+    graph,
+    label_of,
+    notes_list,
+    num,
+    pct,
+    pretty,
+    rows_of,
+    section,
+    time_axis,
+    usd,
+)
 from dashboards._ui import (
     RANGES,
     PageError,
@@ -31,31 +47,10 @@ from dashboards._ui import (
 from dashboards.app import PageContext
 from taskcost.analytics import DIMENSIONS, QUESTIONS, format_usd
 
-__all__ = [
-    "BUCKETS",
-    "BUCKET_MS",
-    "Fig",
-    "DEFAULT_BY",
-    "NONE_LABEL",
-    "RANK_BY",
-    "bucket_of",
-    "choices",
-    "graph",
-    "label_of",
-    "notes_list",
-    "num",
-    "pct",
-    "pretty",
-    "register",
-    "rows_of",
-    "section",
-    "time_axis",
-    "usd",
-]
+__all__ = ["register"]
 
 NAME = "cost"
 DEFAULT_BY = "model"
-BUCKETS = ("hour", "day", "week")
 RANK_BY = ("model", "provider", "engine")
 TOP_GROUPS = 20  # bars per chart; the table below lists every group
 
@@ -74,175 +69,6 @@ GROUP_PARTS: tuple[tuple[str, str, str], ...] = (
     ("tool_spend_usd", "tool spend (not waste)", TOOL_COLOR),
 )
 """The waste parts the groups table carries (it merges failed with abandoned tasks, failed with retried attempts)."""
-
-NONE_LABEL = "(no value)"
-
-
-def bucket_of(query: Mapping[str, Any]) -> str:
-    """The time bucket: the URL's, else one that suits the time range (hours for a day or less)."""
-    b = query.get("bucket")
-    if b:
-        if b not in BUCKETS:
-            raise PageError(f"unknown time bucket {b!r}: one of {', '.join(BUCKETS)}")
-        return str(b)
-    return "hour" if query.get("range") in ("15m", "1h", "24h") else "day"
-
-
-# -- small presentation helpers ----------------------------------------------------------------------------------
-def num(v: Any) -> float | None:
-    """A money string (or number) as a float, for drawing only (the figures shown as text stay exact)."""
-    return None if v is None else float(v)
-
-
-def pct(v: Any, places: int = 1) -> str:
-    return "—" if v is None else f"{float(v) * 100:.{places}f}%"
-
-
-def usd(v: Any) -> str:
-    return format_usd(v, none="unpriced")
-
-
-def label_of(v: Any) -> str:
-    return NONE_LABEL if v in (None, "") else str(v)
-
-
-def rows_of(table: Mapping[str, Any]) -> list[dict[str, Any]]:
-    cols = table["columns"]
-    return [dict(zip(cols, r, strict=True)) for r in table["rows"]]
-
-
-def pretty(table: Mapping[str, Any], columns: Sequence[str], first: str | None = None) -> dict[str, Any]:
-    """A table of an answer made readable: money as dollars, shares and rates as percent, no value as a label."""
-    out = []
-    for row in rows_of(table):
-        cells: list[Any] = []
-        for c in columns:
-            v = row.get(c)
-            if c == first:
-                cells.append(label_of(v))
-            elif c.endswith("_usd"):
-                cells.append(format_usd(v, none="—"))
-            elif c.endswith("_usd_per_mtok"):
-                cells.append(format_usd(v, places=3, none="—"))
-            elif isinstance(v, bool):
-                cells.append("yes" if v else "no")
-            elif c.endswith(("_rate", "_share")) or c.startswith("share_"):
-                cells.append(pct(v))
-            elif isinstance(v, float) and c.endswith("_s"):
-                cells.append(f"{v:.3f} s")
-            elif isinstance(v, float):
-                cells.append(f"{v:,.2f}")
-            elif isinstance(v, int) and not isinstance(v, bool):
-                cells.append(f"{v:,}")
-            else:
-                cells.append(v)
-        out.append(cells)
-    return {"title": table.get("title", ""), "columns": list(columns), "rows": out}
-
-
-_AXIS = {
-    "gridcolor": "#EBF0F8",
-    "linecolor": "#EBF0F8",
-    "zerolinecolor": "#EBF0F8",
-    "zerolinewidth": 2,
-    "ticks": "",
-    "automargin": True,
-    "title": {"standoff": 15},
-}
-STYLE: dict[str, Any] = {
-    "paper_bgcolor": "white",
-    "plot_bgcolor": "white",
-    "font": {"color": "#2a3f5f", "size": 12},
-    "hovermode": "closest",
-    "hoverlabel": {"align": "left"},
-    "title": {"x": 0.02},
-    "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
-    "legend": {"orientation": "h", "y": -0.15},
-    "xaxis": _AXIS,
-    "yaxis": _AXIS,
-}
-"""Plotly's ``plotly_white`` look, as plain layout values."""
-
-
-def _merge(into: dict[str, Any], props: Mapping[str, Any]) -> None:
-    for k, v in props.items():
-        if k == "title" and isinstance(v, str):
-            v = {"text": v}
-        if isinstance(v, Mapping):  # merged into a copy: the caller's (and STYLE's) dicts stay as they are
-            if not isinstance(into.get(k), dict):
-                into[k] = {}
-            _merge(into[k], v)
-        else:
-            into[k] = v
-
-
-class Fig:
-    """A Plotly figure as the plain dict ``dcc.Graph`` takes, with the few ``go.Figure`` methods the pages use.
-    (``go.Figure`` validates every property as it is set: 10-70 ms a figure, which a page of eight figures that must
-    answer within a second cannot spare.)"""
-
-    def __init__(self) -> None:
-        self.data: list[dict[str, Any]] = []
-        self.layout: dict[str, Any] = {}
-
-    def add_bar(self, **props: Any) -> Fig:
-        self.data.append({"type": "bar", **props})
-        return self
-
-    def add_scatter(self, **props: Any) -> Fig:
-        self.data.append({"type": "scatter", **props})
-        return self
-
-    def update_layout(self, **props: Any) -> Fig:
-        _merge(self.layout, props)
-        return self
-
-    def update_xaxes(self, **props: Any) -> Fig:
-        return self.update_layout(xaxis=props)
-
-    def update_yaxes(self, **props: Any) -> Fig:
-        return self.update_layout(yaxis=props)
-
-    def update_traces(self, **props: Any) -> Fig:
-        for trace in self.data:
-            _merge(trace, props)
-        return self
-
-    def to_dict(self, height: int) -> dict[str, Any]:
-        layout: dict[str, Any] = {}
-        _merge(layout, STYLE)
-        _merge(layout, self.layout)
-        layout["height"] = height
-        return {"data": self.data, "layout": layout}
-
-
-def graph(fig: Fig, id: str, height: int = 340) -> Any:
-    return dcc.Graph(id=id, figure=fig.to_dict(height), config={"displayModeBar": False, "responsive": True})
-
-
-def notes_list(notes: Sequence[str], id: str) -> Any:
-    if not notes:
-        return None
-    return dmc.List([dmc.ListItem(n) for n in notes], size="xs", c="dimmed", id=id)
-
-
-def section(title: str, explain: str, body: Any, *, extra: Any = None) -> Any:
-    head: list[Any] = [dmc.Title(title, order=4)]
-    if extra is not None:
-        head.append(extra)
-    return dmc.Paper(
-        dmc.Stack(
-            [
-                dmc.Group(head, justify="space-between", align="flex-end"),
-                dmc.Text(explain, size="sm", c="dimmed"),
-                dcc.Loading(body, delay_show=300, type="dot"),
-            ],
-            gap="xs",
-        ),
-        withBorder=True,
-        p="md",
-        radius="md",
-    )
 
 
 def _coverage(attempts: int, unpriced: int, what: str = "call attempts") -> str:
@@ -432,18 +258,6 @@ GROUP_COLUMNS = (
     "unpriced_calls",
     "priced_share",
 )
-
-
-BUCKET_MS = {"hour": 3_600_000, "day": 86_400_000, "week": 7 * 86_400_000}
-
-
-def time_axis(fig: Fig, x: Sequence[str], bucket: str) -> None:
-    """A date axis half a bucket wider than the buckets on each side (so one bucket is a bar, not a sliver)."""
-    if not x:
-        return
-    half = timedelta(milliseconds=BUCKET_MS[bucket] / 2)
-    first, last = datetime.fromisoformat(min(x)), datetime.fromisoformat(max(x))
-    fig.update_xaxes(type="date", range=[(first - half).isoformat(), (last + half).isoformat()])
 
 
 def _arm(g: Mapping[str, Any], end: str) -> float:
@@ -645,18 +459,6 @@ def _per_token(ans: Mapping[str, Any]) -> Any:
 
 
 # -- the page ----------------------------------------------------------------------------------------------------
-def choices(
-    values: Sequence[str], current: str | None, default: str, label: Any = None
-) -> tuple[list[dict[str, str]], str]:
-    """Options and value of a URL-kept control whose default stays out of the address: the default's option has the
-    value "" (the URL writer leaves empty values out, so opening the page does not rewrite its address and render it
-    twice), unless the address names it."""
-    data = [
-        {"value": (v if current == v else "") if v == default else v, "label": label(v) if label else v} for v in values
-    ]
-    return data, current or ""
-
-
 def _bucket_control(query: Mapping[str, str]) -> Any:
     default = bucket_of({"range": query.get("range")}) if query.get("range") in RANGES else "day"
     data, value = choices(BUCKETS, query.get("bucket") or None, default)

@@ -4,7 +4,7 @@ week; where the waste went; and what moved since the previous period.
 
 Three callbacks, each over one question, so the browser asks them at once: ``cost`` (with ``bucket``: the headline
 and its trends), ``cache`` (with ``bucket``: the hit rate and its trend) and ``changes`` (the current window against
-the one before it). The header's DEMO DATA badge is registered here too (``register_badge``).
+the one before it; its table is drawn by ``dashboards._moved``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,19 @@ import dash_mantine_components as dmc
 import plotly.graph_objects as go
 from dash import Dash, Input, Output, dcc, html
 
+from dashboards._charts import count, pct, usd
+from dashboards._moved import (
+    change_count,
+    change_money,
+    change_points,
+    change_ratio,
+    changes_table,
+    prefixed,
+    seconds_text,
+    unpriced_text,
+    when_text,
+)
 from dashboards._ui import (
-    FILTER_DIMENSIONS,
     RANGES,
     empty_state,
     filters_from_query,
@@ -30,12 +41,11 @@ from dashboards._ui import (
     page,
     safe_callback,
     stat,
-    url_id,
 )
 from dashboards.app import PageContext
-from taskcost.analytics import QUESTIONS, Filters, ReadStore, data_extent, demo_marks, format_usd
+from taskcost.analytics import QUESTIONS, Filters, ReadStore, data_extent, format_usd
 
-__all__ = ["SHOWN_KEYS", "bucket_for", "comparison_windows", "kept", "register", "register_badge"]
+__all__ = ["bucket_for", "comparison_windows", "register"]
 
 NAME = "overview"
 log = logging.getLogger(__name__)
@@ -50,7 +60,6 @@ _WASTE_PARTS = (
     ("retried_attempts", "retried attempts"),
     ("cache_misses", "cache misses"),
 )
-_MOVED_ROWS = 5
 """How many changed values the 'what moved' table lists (the Cost and Canary pages have the rest)."""
 
 
@@ -116,23 +125,11 @@ def _dec(v: Any) -> Decimal | None:
     return None if v is None else Decimal(str(v))
 
 
-def _usd(v: Any) -> str:
-    return format_usd(v, none="unpriced")
-
-
 def _per_task(usd: Any, completed: Any, coverage: str) -> Any:
     """Cost per completed task beside its coverage; without a completed task there is none (not "unpriced")."""
     if not completed:
         return html.Span([html.Span("—", className="tc-money"), dmc.Text("no completed task", size="xs", c="dimmed")])
     return money(_dec(usd), coverage)
-
-
-def _pct(v: Any, places: int = 1) -> str:
-    return "—" if v is None else f"{float(v) * 100:.{places}f}%"
-
-
-def _int(v: Any) -> str:
-    return "—" if v is None else f"{int(v):,}"
 
 
 def _column(table: Mapping[str, Any], name: str) -> list[Any]:
@@ -230,50 +227,50 @@ def headline(store: ReadStore, query: Mapping[str, Any], now: datetime) -> tuple
             "Cost per completed task",
             _per_task(s.get("cost_per_completed_task_usd"), s.get("completed"), cover),
             f"{ci}; all spend / completed tasks",
-            _trend(groups, bucket, "cost_per_completed_task_usd", _usd, id="overview-cpct-trend"),
+            _trend(groups, bucket, "cost_per_completed_task_usd", usd, id="overview-cpct-trend"),
         ),
         _card(
             "spend",
             "Spend",
             money(_dec(s.get("spend_usd")), cover),
             spend_sub,
-            _trend(groups, bucket, "spend_usd", _usd, id="overview-spend-trend"),
+            _trend(groups, bucket, "spend_usd", usd, id="overview-spend-trend"),
         ),
         _card(
             "completed",
             "Completed tasks",
-            html.Span(_int(s.get("completed")), className="tc-figure"),
+            html.Span(count(s.get("completed")), className="tc-figure"),
             f"of {s['tasks']:,} finished: {s.get('failed', 0):,} failed, {s.get('abandoned', 0):,} abandoned",
             _trend(groups, bucket, "completed", lambda v: f"{v} completed", id="overview-completed-trend"),
         ),
         _card(
             "success",
             "Success rate",
-            html.Span(_pct(s.get("success_rate")), className="tc-figure"),
-            f"interval {_pct(s.get('success_ci_low'))} – {_pct(s.get('success_ci_high'))}; completed / finished",
-            _trend(groups, bucket, "success_rate", _pct, id="overview-success-trend", color="#40c057"),
+            html.Span(pct(s.get("success_rate")), className="tc-figure"),
+            f"interval {pct(s.get('success_ci_low'))} – {pct(s.get('success_ci_high'))}; completed / finished",
+            _trend(groups, bucket, "success_rate", pct, id="overview-success-trend", color="#40c057"),
         ),
         _card(
             "waste",
             "Waste",
             money(_dec(s.get("waste_usd")), cover),
-            f"{_pct(s.get('waste_share'))} of spend bought nothing",
-            _trend(groups, bucket, "waste_usd", _usd, id="overview-waste-trend", color="#fa5252"),
+            f"{pct(s.get('waste_share'))} of spend bought nothing",
+            _trend(groups, bucket, "waste_usd", usd, id="overview-waste-trend", color="#fa5252"),
         ),
         _card(
             "attempts",
             "Attempts per completed task",
             html.Span("—" if apt is None else f"{float(apt):.2f}", className="tc-figure"),
-            f"{_int(s.get('attempts'))} call attempts, {_int(s.get('superseded_attempts'))} of them retried over",
+            f"{count(s.get('attempts'))} call attempts, {count(s.get('superseded_attempts'))} of them retried over",
             _trend(groups, bucket, "attempts_per_completed_task", lambda v: f"{v:.2f}", id="overview-attempts-trend"),
         ),
         _card(
             "coverage",
             "Priced",
-            html.Span(_pct(s.get("priced_share")), className="tc-figure"),
-            f"{_int(s.get('unpriced_calls'))} of {_int(s.get('attempts'))} call attempts unpriced "
+            html.Span(pct(s.get("priced_share")), className="tc-figure"),
+            f"{count(s.get('unpriced_calls'))} of {count(s.get('attempts'))} call attempts unpriced "
             "(left out of every $ figure, never counted as $0)",
-            _trend(groups, bucket, "priced_share", _pct, id="overview-coverage-trend", color="#868e96"),
+            _trend(groups, bucket, "priced_share", pct, id="overview-coverage-trend", color="#868e96"),
         ),
     ]
     buckets = len(groups["rows"]) if groups else 0
@@ -299,7 +296,7 @@ def _waste(ans: Mapping[str, Any], query: Mapping[str, Any]) -> Any:
             y=[label for label, _ in parts],
             x=[float(r["amount_usd"] or 0) for _, r in parts],
             customdata=[
-                f"{format_usd(r['amount_usd'], none='unpriced')} ({_pct(r['share_of_spend'])} of spend)"
+                f"{format_usd(r['amount_usd'], none='unpriced')} ({pct(r['share_of_spend'])} of spend)"
                 for _, r in parts
             ],
             text=[format_usd(r["amount_usd"], none="unpriced") for _, r in parts],
@@ -349,7 +346,7 @@ def cache_card(store: ReadStore, query: Mapping[str, Any], now: datetime) -> Any
     over = ans["tables"].get("over_time")
     if over and len(over["rows"]) > 1:
         y = _column(over, "hit_rate")
-        trend = sparkline(_column(over, "bucket"), y, [_pct(v) for v in y], id="overview-cache-trend", color="#7950f2")
+        trend = sparkline(_column(over, "bucket"), y, [pct(v) for v in y], id="overview-cache-trend", color="#7950f2")
     else:
         trend = None
     unpriced = s.get("unpriced_calls") or 0
@@ -367,7 +364,7 @@ def cache_card(store: ReadStore, query: Mapping[str, Any], now: datetime) -> Any
             f" ({cover})",
         ]
     )
-    return _card("cache", "Cache hit rate", html.Span(_pct(s.get("hit_rate")), className="tc-figure"), sub, trend)
+    return _card("cache", "Cache hit rate", html.Span(pct(s.get("hit_rate")), className="tc-figure"), sub, trend)
 
 
 def moved(store: ReadStore, query: Mapping[str, Any], now: datetime) -> Any:
@@ -380,7 +377,7 @@ def moved(store: ReadStore, query: Mapping[str, Any], now: datetime) -> Any:
     q = QUESTIONS["changes"]
     ans = q.run(store, current, q.options(baseline_since=base_since, baseline_until=base_until)).to_json()
     s = ans["summary"]
-    b, c = _prefixed(s, "baseline_"), _prefixed(s, "current_")
+    b, c = prefixed(s, "baseline_"), prefixed(s, "current_")
 
     def rate(f: Mapping[str, Any]) -> float | None:
         return f["completed_tasks"] / f["finished_tasks"] if f["finished_tasks"] else None
@@ -388,24 +385,24 @@ def moved(store: ReadStore, query: Mapping[str, Any], now: datetime) -> Any:
     rows = [
         (
             "Cost per completed task",
-            _per_task(b["cost_per_completed_task_usd"], b["completed_tasks"], _unpriced(b)),
-            _per_task(c["cost_per_completed_task_usd"], c["completed_tasks"], _unpriced(c)),
-            _change_money(b["cost_per_completed_task_usd"], c["cost_per_completed_task_usd"]),
+            _per_task(b["cost_per_completed_task_usd"], b["completed_tasks"], unpriced_text(b)),
+            _per_task(c["cost_per_completed_task_usd"], c["completed_tasks"], unpriced_text(c)),
+            change_money(b["cost_per_completed_task_usd"], c["cost_per_completed_task_usd"]),
         ),
-        ("Completed tasks", _int(b["completed_tasks"]), _int(c["completed_tasks"]),
-         _change_count(b, c, "completed_tasks")),
-        ("Success rate", _pct(rate(b)), _pct(rate(c)), _change_points(rate(b), rate(c))),
-        ("Call attempts", _int(b["calls"]), _int(c["calls"]), _change_count(b, c, "calls")),
-        ("p95 latency", _seconds(b["p95_s"]), _seconds(c["p95_s"]), _change_ratio(b["p95_s"], c["p95_s"])),
-        ("Unpriced attempts", _int(b["unpriced_calls"]), _int(c["unpriced_calls"]),
-         _change_count(b, c, "unpriced_calls")),
+        ("Completed tasks", count(b["completed_tasks"]), count(c["completed_tasks"]),
+         change_count(b, c, "completed_tasks")),
+        ("Success rate", pct(rate(b)), pct(rate(c)), change_points(rate(b), rate(c))),
+        ("Call attempts", count(b["calls"]), count(c["calls"]), change_count(b, c, "calls")),
+        ("p95 latency", seconds_text(b["p95_s"]), seconds_text(c["p95_s"]), change_ratio(b["p95_s"], c["p95_s"])),
+        ("Unpriced attempts", count(b["unpriced_calls"]), count(c["unpriced_calls"]),
+         change_count(b, c, "unpriced_calls")),
     ]  # fmt: skip
     head = dmc.TableThead(dmc.TableTr([dmc.TableTh(h) for h in ("", "previous", "current", "change")]))
     body = dmc.TableTbody(
         [dmc.TableTr([dmc.TableTd(v) for v in r], id=f"overview-moved-row-{i}") for i, r in enumerate(rows)]
     )
-    current_text = f"{_when(s['current_since'])} – {_when(s['current_until'])}"
-    when = f"{current_text} against {_when(s['baseline_since'])} – {_when(s['baseline_until'])} ({how})"
+    current_text = f"{when_text(s['current_since'])} – {when_text(s['current_until'])}"
+    when = f"{current_text} against {when_text(s['baseline_since'])} – {when_text(s['baseline_until'])} ({how})"
     changes = ans["tables"]["changes"]
     top = s.get("top_change")
     return dmc.Paper(
@@ -426,7 +423,7 @@ def moved(store: ReadStore, query: Mapping[str, Any], now: datetime) -> Any:
                 size="sm",
                 id="overview-top-change",
             ),
-            _changes_table(changes),
+            changes_table(changes),
             _notes(ans["notes"]),
         ],
         withBorder=True,
@@ -436,113 +433,7 @@ def moved(store: ReadStore, query: Mapping[str, Any], now: datetime) -> Any:
     )
 
 
-def _prefixed(s: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    return {k.removeprefix(prefix): v for k, v in s.items() if k.startswith(prefix)}
-
-
-def _unpriced(f: Mapping[str, Any]) -> str:
-    n = f.get("unpriced_calls") or 0
-    return f"{n:,} unpriced attempts not in it" if n else "all attempts priced"
-
-
-def _when(v: Any) -> str:
-    text = str(v).replace("T", " ")
-    return text[:19]
-
-
-def _seconds(v: Any) -> str:
-    return "—" if v is None else f"{float(v):.2f} s"
-
-
-def _change_money(before: Any, after: Any) -> str:
-    if before is None or after is None:
-        return "—"
-    b, a = Decimal(str(before)), Decimal(str(after))
-    rel = f" ({(a / b - 1) * 100:+.1f}%)" if b else ""
-    return format_usd(a - b, sign=True) + rel
-
-
-def _change_count(b: Mapping[str, Any], c: Mapping[str, Any], key: str) -> str:
-    before, after = int(b.get(key) or 0), int(c.get(key) or 0)
-    rel = f" ({(after / before - 1) * 100:+.1f}%)" if before else ""
-    return f"{after - before:+,}{rel}"
-
-
-def _change_points(before: float | None, after: float | None) -> str:
-    if before is None or after is None:
-        return "—"
-    return f"{(after - before) * 100:+.1f} points"
-
-
-def _change_ratio(before: Any, after: Any) -> str:
-    if before is None or after is None or not before:
-        return "—"
-    return f"{(float(after) / float(before) - 1) * 100:+.1f}%"
-
-
-def _changes_table(changes: Mapping[str, Any]) -> Any:
-    rows = changes["rows"][:_MOVED_ROWS]
-    if not rows:
-        return None
-    cols = changes["columns"]
-
-    def cell(r: Sequence[Any], name: str) -> Any:
-        return r[cols.index(name)]
-
-    head = dmc.TableThead(
-        dmc.TableTr(
-            [dmc.TableTh(h) for h in ("field", "value", "status", "share of calls", "cost / completed task", "p95")]
-        )
-    )
-    body = dmc.TableTbody(
-        [
-            dmc.TableTr(
-                [
-                    dmc.TableTd(cell(r, "field")),
-                    dmc.TableTd(str(cell(r, "value"))),
-                    dmc.TableTd(cell(r, "status")),
-                    dmc.TableTd(f"{_pct(cell(r, 'share_baseline'), 0)} → {_pct(cell(r, 'share_current'), 0)}"),
-                    dmc.TableTd(_signed_pct(cell(r, "cost_change"))),
-                    dmc.TableTd(_signed_pct(cell(r, "p95_change"))),
-                ]
-            )
-            for r in rows
-        ]
-    )
-    more = len(changes["rows"]) - len(rows)
-    return dmc.Stack(
-        [
-            dmc.Table([head, body], withTableBorder=True, striped=True, fz="sm", id="overview-changes"),
-            dmc.Text(
-                "cost and p95: the calls with the value against the rest of the window (against the previous window "
-                "when it is on every call)" + (f"; {more} more changed values" if more > 0 else ""),
-                size="xs",
-                c="dimmed",
-            ),
-        ],
-        gap=2,
-    )
-
-
-def _signed_pct(v: Any) -> str:
-    return "—" if v is None else f"{float(v) * 100:+.1f}%"
-
-
 # -- the page ----------------------------------------------------------------------------------------------------
-def kept(query: Mapping[str, Any], shown: Sequence[str]) -> list[Any]:
-    """Hidden URL-kept controls for the query's keys no control on the page shows (``since``, ``until``, a filter
-    the bar has no menu for): the URL is written from the controls, so without them a shared link would lose them."""
-    return [
-        dcc.Input(id=url_id(k), type="hidden", value=str(v))
-        for k, v in query.items()
-        if k not in shown and v not in (None, "")
-    ]
-
-
-SHOWN_KEYS = ("range", *(d for d, _ in FILTER_DIMENSIONS))
-"""The keys the filter bar shows."""
-
-
 def register(app: Dash, ctx: PageContext) -> None:
     def layout(**query: str) -> Any:
         cards = [html.Div(id=f"overview-{c}") for c in CARDS]
@@ -551,7 +442,6 @@ def register(app: Dash, ctx: PageContext) -> None:
             "Overview",
             query,
             ctx.store,
-            *kept(query, SHOWN_KEYS),
             html.Div(id="overview-message"),
             dmc.SimpleGrid(cards, cols={"base": 1, "sm": 2, "lg": 4}, spacing="md", id="overview-headline"),
             html.Div(id="overview-trends"),
@@ -583,26 +473,3 @@ def register(app: Dash, ctx: PageContext) -> None:
     @safe_callback()
     def refresh_moved(query: dict[str, str] | None) -> Any:
         return moved(ctx.store, query or {}, datetime.now(UTC))
-
-    register_badge(app, ctx)
-
-
-# -- the header's DEMO DATA badge --------------------------------------------------------------------------------
-def register_badge(app: Dash, ctx: PageContext) -> None:
-    """The header's badge (``#tc-demo-badge``): DEMO DATA, on every page, while the store holds data the demo made."""
-
-    @app.callback(Output("tc-demo-badge", "children"), Input("_pages_location", "pathname"))
-    def demo_badge(_path: str | None) -> Any:
-        try:
-            marks = demo_marks(ctx.store)
-        except Exception:  # the badge must never break a page: the pages say what is wrong with the store
-            log.exception("reading the demo marks")
-            return None
-        if not marks.any:
-            return None
-        what = "" if marks.only else f" · {marks.demo_tasks:,} of {marks.tasks:,} tasks"
-        return dmc.Tooltip(
-            dmc.Badge(f"DEMO DATA{what}", color="orange", variant="filled", size="lg", id="tc-demo-badge-label"),
-            label="Made by `taskcost demo` (service taskcost-demo): a simulated fleet, not real spend.",
-            withArrow=True,
-        )

@@ -41,8 +41,8 @@ from taskcost.analytics._waste import (
     priced_misses,
     sample_slices,
     task_hash,
+    waste_notes,
 )
-from taskcost.pricing import format_usd
 from taskcost.store import ReadStore
 
 __all__ = ["QUESTION", "CostAnswer", "CostOptions", "cost"]
@@ -452,7 +452,7 @@ def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer
     finished = finished.with_columns(micro_usd=pl.Series(micro_usd(finished["cost_usd"]), dtype=pl.Int64))
     ci = _interval(finished, options.confidence)
     success = wilson_ci(int(t["completed"]), int(t["tasks"]), options.confidence)
-    notes = _notes(t, slices, discounts)
+    notes = waste_notes(t, slices, discounts)
     table = None
     if (by is not None or bucket is not None) and measured:
         table = _groups_table(measured, finished, by, bucket, options.confidence, ci, notes)
@@ -501,48 +501,6 @@ def _groups_table(
 def _ci_columns(i: Interval) -> dict[str, Any]:
     low, high = i.usd()
     return {"ci_low_usd": low, "ci_high_usd": high, "ci_method": i.method}
-
-
-def _notes(t: dict[str, Any], slices: Slices | None, discounts: Discounts) -> list[str]:
-    attempts, unpriced = int(t["attempts"]), int(t["unpriced_calls"])
-    notes = [
-        f"coverage: {attempts - unpriced:,} of {attempts:,} call attempts of finished tasks priced"
-        + (f"; {unpriced:,} unpriced, excluded from every dollar figure" if unpriced else "")
-    ]
-    if t["in_progress"]:
-        notes.append(
-            f"{int(t['in_progress']):,} tasks still running (no outcome yet) are left out; they spent "
-            f"{format_usd(_d(t['in_progress_usd']))} so far ({int(t['in_progress_unpriced']):,} unpriced attempts)"
-        )
-    notes.append(
-        f"cache misses: {int(t['fingerprint_calls']):,} repeat calls measured by the SDK's prompt fingerprint, "
-        f"{int(t['estimated_calls']):,} estimated as min(previous input, this input)"
-    )
-    if t["missed_unpriced_tokens"]:
-        why = [f"no cache-read rate known for {', '.join(discounts.unknown)}"] if discounts.unknown else []
-        if t["missed_tokens_unpriced_calls"]:
-            why.append(f"{int(t['missed_tokens_unpriced_calls']):,} of them in unpriced or self-hosted calls")
-        notes.append(
-            f"{int(t['missed_unpriced_tokens']):,} missed cache tokens are not priced ({'; '.join(why)}): "
-            "not in the cache-miss dollars"
-        )
-    if discounts.listed:
-        notes.append(
-            f"cache misses of {', '.join(discounts.listed)} are priced at the price data's list rates (input - cache "
-            "read): their stored costs show no cache-read rate (none of their priced calls read the cache)"
-        )
-    if slices is not None:
-        notes.append(
-            f"retries and cache misses measured on the {int(t['sampled_completed']):,} of {int(t['completed']):,} "
-            f"completed tasks that started in {len(slices.ranges)} evenly spaced time slices, scaled to the rest "
-            "by LLM spend (dollars) and by tasks (attempts, tokens); --exact measures them all"
-        )
-    if t["unmeasured_groups"]:
-        notes.append(
-            f"{t['unmeasured_groups']} groups had no completed task in the sample: their waste is not shown (the "
-            "summary scales the whole sample to the whole selection instead of adding up groups); --exact measures them"
-        )
-    return notes
 
 
 def _summary(

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
 
 from taskcost._internal.lazy import np, pl
 from taskcost.analytics._answer import frame
@@ -37,6 +38,7 @@ from taskcost.analytics._rates import ModelRates, listed_rates
 from taskcost.store import ReadStore
 
 __all__ = [
+    "waste_notes",
     "COUNTS",
     "SAMPLE_ATTEMPTS",
     "Discounts",
@@ -292,3 +294,50 @@ def priced_misses(df: pl.DataFrame, discounts: Discounts) -> pl.DataFrame:
         pl.Series("missed_usd", usd, dtype=pl.Decimal(38, 12)),
         pl.Series("missed_unpriced_tokens", unpriced, dtype=pl.Int64),
     )
+
+
+def waste_notes(t: dict[str, Any], slices: Slices | None, discounts: Discounts) -> list[str]:
+    """The notes of a cost answer: coverage, tasks still running, how cache misses were measured and priced, and
+    whether waste was sampled."""
+    from taskcost.pricing import format_usd
+
+    attempts, unpriced = int(t["attempts"]), int(t["unpriced_calls"])
+    notes = [
+        f"coverage: {attempts - unpriced:,} of {attempts:,} call attempts of finished tasks priced"
+        + (f"; {unpriced:,} unpriced, excluded from every dollar figure" if unpriced else "")
+    ]
+    if t["in_progress"]:
+        notes.append(
+            f"{int(t['in_progress']):,} tasks still running (no outcome yet) are left out; they spent "
+            f"{format_usd(Decimal(t['in_progress_usd'] or 0))} so far "
+            f"({int(t['in_progress_unpriced']):,} unpriced attempts)"
+        )
+    notes.append(
+        f"cache misses: {int(t['fingerprint_calls']):,} repeat calls measured by the SDK's prompt fingerprint, "
+        f"{int(t['estimated_calls']):,} estimated as min(previous input, this input)"
+    )
+    if t["missed_unpriced_tokens"]:
+        why = [f"no cache-read rate known for {', '.join(discounts.unknown)}"] if discounts.unknown else []
+        if t["missed_tokens_unpriced_calls"]:
+            why.append(f"{int(t['missed_tokens_unpriced_calls']):,} of them in unpriced or self-hosted calls")
+        notes.append(
+            f"{int(t['missed_unpriced_tokens']):,} missed cache tokens are not priced ({'; '.join(why)}): "
+            "not in the cache-miss dollars"
+        )
+    if discounts.listed:
+        notes.append(
+            f"cache misses of {', '.join(discounts.listed)} are priced at the price data's list rates (input - cache "
+            "read): their stored costs show no cache-read rate (none of their priced calls read the cache)"
+        )
+    if slices is not None:
+        notes.append(
+            f"retries and cache misses measured on the {int(t['sampled_completed']):,} of {int(t['completed']):,} "
+            f"completed tasks that started in {len(slices.ranges)} evenly spaced time slices, scaled to the rest "
+            "by LLM spend (dollars) and by tasks (attempts, tokens); --exact measures them all"
+        )
+    if t["unmeasured_groups"]:
+        notes.append(
+            f"{t['unmeasured_groups']} groups had no completed task in the sample: their waste is not shown (the "
+            "summary scales the whole sample to the whole selection instead of adding up groups); --exact measures them"
+        )
+    return notes
