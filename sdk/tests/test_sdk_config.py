@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from typing import Any
 
@@ -9,6 +8,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from sdk_exporting import stop_exporting
 
 import taskcost_sdk as tc
 from taskcost_sdk._internal import config, spans
@@ -177,21 +177,6 @@ def _closed_port() -> int:
     return port
 
 
-def _stop_exporting(provider: Any) -> None:
-    """``tc.shutdown(timeout_millis=...)`` returns on time while the exporter may go on retrying a bad collector in
-    the background, and log after the test (after the test run's summary, when it is one of the last). Stop that
-    exporter (its retry wait ends at once), then wait until the pipeline's shutdown and export thread have ended."""
-    [guard] = provider._active_span_processor._span_processors
-    batch = guard._inner
-    batch.span_exporter.shutdown()
-    for thread in threading.enumerate():
-        if thread.name.startswith("taskcost-sdk shutdown"):
-            thread.join(30)
-    worker = batch._batch_processor._worker_thread
-    worker.join(30)
-    assert not worker.is_alive(), "the export thread still runs"
-
-
 def test_unreachable_collector_does_not_block_the_agent() -> None:
     tc.configure(endpoint=f"http://127.0.0.1:{_closed_port()}", service_name="blocked?")
     provider = config._state.provider
@@ -205,7 +190,7 @@ def test_unreachable_collector_does_not_block_the_agent() -> None:
     started = time.perf_counter()
     tc.shutdown(timeout_millis=1000)
     assert time.perf_counter() - started < 3
-    _stop_exporting(provider)
+    stop_exporting(provider)
     assert not config.is_configured()
 
 

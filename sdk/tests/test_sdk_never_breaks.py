@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 import socket
 import statistics
-import threading
 import time
 from typing import Any
 
 import openai
 import pytest
+from sdk_exporting import stop_exporting
 
 import taskcost_sdk as tc
 from taskcost_sdk._internal import auto, config, usage
@@ -29,21 +29,6 @@ def _closed_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
-
-
-def _stop_exporting(provider: Any) -> None:
-    """``tc.shutdown(timeout_millis=...)`` returns on time while the exporter may go on retrying a bad collector in
-    the background, and log after the test (after the test run's summary, when it is one of the last). Stop that
-    exporter (its retry wait ends at once), then wait until the pipeline's shutdown and export thread have ended."""
-    [guard] = provider._active_span_processor._span_processors
-    batch = guard._inner
-    batch.span_exporter.shutdown()
-    for thread in threading.enumerate():
-        if thread.name.startswith("taskcost-sdk shutdown"):
-            thread.join(30)
-    worker = batch._batch_processor._worker_thread
-    worker.join(30)
-    assert not worker.is_alive(), "the export thread still runs"
 
 
 @pytest.mark.usefixtures("instrumented")
@@ -149,7 +134,7 @@ def test_collector_down_slow_or_503_does_not_slow_calls(llm: FakeLLM, monkeypatc
             results[mode] = latency(bad.url)
             assert bad.requests >= 1  # the exporter really ran into it
     for provider in providers:
-        _stop_exporting(provider)
+        stop_exporting(provider)
     print(f"median call: healthy {baseline * 1e3:.2f} ms,", {m: f"{v[0] * 1e3:.2f} ms" for m, v in results.items()})
     for mode, (median, total) in results.items():
         assert median < baseline * 1.5 + 0.003, (mode, median, baseline)  # no systematic slow-down
@@ -169,7 +154,7 @@ def test_full_export_queue_drops_and_counts(monkeypatch: pytest.MonkeyPatch) -> 
         assert time.perf_counter() - started < 0.5
         assert tc.export_stats().dropped > 100
         tc.shutdown(timeout_millis=200)
-    _stop_exporting(provider)  # once the collector stopped hanging
+    stop_exporting(provider)  # once the collector stopped hanging
 
 
 def test_beside_an_existing_tracer_provider(taskcost_spans: CapturedSpans) -> None:
