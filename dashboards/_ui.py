@@ -169,8 +169,10 @@ def answer_table(table: Mapping[str, Any], *, id: str | None = None, max_rows: i
     cols = list(table.get("display") or table["columns"])
     idx = [table["columns"].index(c) for c in cols]
     rows = table["rows"][:max_rows]
-    head = dmc.TableThead(dmc.TableTr([dmc.TableTh(c) for c in cols]))
-    body = dmc.TableTbody([dmc.TableTr([dmc.TableTd(_cell(r[i])) for i in idx]) for r in rows])
+    # headers read as words; cells stay on one line (a model name broken over three lines is hard to read): a wide
+    # table scrolls sideways instead
+    head = dmc.TableThead(dmc.TableTr([dmc.TableTh(c.replace("_", " ")) for c in cols]))
+    body = dmc.TableTbody([dmc.TableTr([dmc.TableTd(_cell(r[i]), style=_NOWRAP) for i in idx]) for r in rows])
     props = {"id": id} if id else {}
     return dmc.Stack(
         [
@@ -188,6 +190,9 @@ def answer_table(table: Mapping[str, Any], *, id: str | None = None, max_rows: i
         gap=4,
         **props,
     )
+
+
+_NOWRAP = {"whiteSpace": "nowrap"}
 
 
 def _cell(v: Any) -> str:

@@ -269,3 +269,30 @@ def test_the_cursor_alone_shows_one_project(world: World, q: Q) -> None:
         cur.close()
     event(f"cursor: answered {'rows' if rows else 'no rows'}")
     _check_answer(world, columns, rows, sql)
+
+
+# Shapes the generator above never makes (checked by hand once with a large budget, kept here as examples): a
+# recursive CTE, FROM-first syntax, PIVOT, SUMMARIZE, a window over the other project's would-be rows, a table
+# function reading a relation by a string, a view definition listing, and a name spelled through a CTE column.
+OTHER_SHAPES = [
+    "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT t.* FROM r, tasks AS t",
+    "FROM llm_calls SELECT project, count(*) AS n GROUP BY ALL",
+    "PIVOT llm_calls ON project USING count(*)",
+    "SUMMARIZE tasks",
+    "SELECT project, count(*) OVER (PARTITION BY project) AS n FROM spans",
+    "SELECT * FROM query_table('llm_call_rows')",
+    "SELECT * FROM query_table(['llm_calls', 'spans'])",
+    "SELECT sql FROM duckdb_views()",
+    'WITH "LLM_CALL_ROWS" AS (SELECT * FROM llm_calls) SELECT * FROM "llm_call_rows"',
+    "SELECT * FROM (TABLE tasks) AS t",
+]
+
+
+@pytest.mark.parametrize("sql", OTHER_SHAPES)
+def test_shapes_the_generator_does_not_make_answer_one_project_only(world: World, sql: str) -> None:
+    r = world.client.post("/api/sql", json={"sql": sql}, headers={"Authorization": f"Bearer {world.read_key}"})
+    assert r.status_code in (200, 400), f"{r.status_code} for {sql!r}: {r.text}"
+    if r.status_code == 200:
+        body = r.json()
+        _check_answer(world, body["columns"], body["rows"], sql)
+        assert THEIRS not in json.dumps(body), f"project {THEIRS!r} named in the answer to {sql!r}"
