@@ -84,8 +84,10 @@ def test_stream_and_time_to_first_token(taskcost_spans: CapturedSpans, llm: Fake
     for attrs in (slow, fast):
         assert (attrs["gen_ai.usage.input_tokens"], attrs["gen_ai.usage.output_tokens"]) == (9_000, 700)
         assert attrs["gen_ai.request.stream"] is True
-    assert 0.3 <= slow["gen_ai.response.time_to_first_chunk"] < 0.3 + 0.2
-    assert fast["gen_ai.response.time_to_first_chunk"] < 0.2
+    # the first token's delay is in it, and it is not the whole stream; bounds wide enough for a loaded 2-core machine
+    # (a thread can wait half a second there), not a timing check
+    assert 0.3 <= slow["gen_ai.response.time_to_first_chunk"] < 0.3 + 2.0
+    assert fast["gen_ai.response.time_to_first_chunk"] < slow["gen_ai.response.time_to_first_chunk"]
 
 
 def test_stream_cut_before_message_delta_has_no_output_count(taskcost_spans: CapturedSpans, llm: FakeLLM) -> None:

@@ -125,7 +125,8 @@ def test_stream_asks_for_usage_and_hides_the_extra_chunk(taskcost_spans: Capture
     assert attrs["gen_ai.request.stream"] is True
     assert (attrs["gen_ai.usage.input_tokens"], attrs["gen_ai.usage.cache_read.input_tokens"]) == (12_000, 8_000)
     assert attrs["gen_ai.usage.output_tokens"] == 600
-    assert 0.25 <= attrs["gen_ai.response.time_to_first_chunk"] < 0.25 + 0.2
+    # the first token's delay is in it; the upper bound is wide enough for a loaded 2-core machine (not a timing check)
+    assert 0.25 <= attrs["gen_ai.response.time_to_first_chunk"] < 0.25 + 2.0
 
 
 def test_stream_with_usage_asked_by_the_caller_is_unchanged(taskcost_spans: CapturedSpans, llm: FakeLLM) -> None:
