@@ -39,7 +39,8 @@ def _settings(run: Any) -> str:
     workers = run.decode_workers if run.decode_workers is not None else Settings().decode_workers
     limit = f", memory_limit {run.memory_limit}" if run.memory_limit else ""
     grpc = ", OTLP/gRPC (protobuf only)" if run.grpc else ""
-    return f"decode_workers {workers}, spool {'on' if run.spool else 'off'}{limit}{grpc}"
+    threads = f", duckdb_threads {run.duckdb_threads}" if run.duckdb_threads else ""
+    return f"decode_workers {workers}, spool {'on' if run.spool else 'off'}{limit}{grpc}{threads}"
 
 
 def _layout_lines(layouts: list[Any]) -> list[str]:
@@ -180,6 +181,7 @@ def main() -> None:
             run_ingest(size, senders=args.senders, spool=False),
             run_ingest(size, senders=args.senders, memory_limit="512MB"),  # the default before 128MB per DuckDB thread
             run_ingest(size, senders=args.senders, grpc=True),
+            run_ingest(size, senders=args.senders, duckdb_threads=1),  # the default before queries got 2 on 2 cores
         ]
         # sustained: 5x longer, so that DuckDB's cache, its indexes and the queue reach what a running collector holds
         long = run_ingest(size * 5, senders=args.senders)

@@ -50,6 +50,7 @@ class IngestResult:
     process_names: tuple[str, ...] = ()  # server, decode worker, resource tracker (same order)
     read_wait_s: tuple[float, ...] = ()  # under load, a count(*) query's latency: it waits for what was acknowledged
     grpc: bool = False  # sent over OTLP/gRPC (protobuf only) instead of OTLP/HTTP
+    duckdb_threads: int | None = None
 
     @property
     def ratio(self) -> float:
@@ -246,6 +247,7 @@ def run_ingest(
     spool: bool = True,
     memory_limit: str | None = None,
     grpc: bool = False,
+    duckdb_threads: int | None = None,
 ) -> IngestResult:
     """One ingest run. ``decode_workers``, ``spool``, ``memory_limit``: the collector's settings (None: default).
     ``grpc``: the senders export protobuf over OTLP/gRPC (``json_share`` is then 0)."""
@@ -274,6 +276,7 @@ def run_ingest(
                 "TASKCOST_SPOOL": "true" if spool else "false",
                 **({} if decode_workers is None else {"TASKCOST_DECODE_WORKERS": str(decode_workers)}),
                 **({} if memory_limit is None else {"TASKCOST_MEMORY_LIMIT": memory_limit}),
+                **({} if duckdb_threads is None else {"TASKCOST_DUCKDB_THREADS": str(duckdb_threads)}),
             },
         )
         url = f"http://127.0.0.1:{port}"
@@ -327,6 +330,7 @@ def run_ingest(
         refused.value,
         senders=senders,
         decode_workers=decode_workers,
+        duckdb_threads=duckdb_threads,
         server_cpu_us_per_span=server_cpu / n * 1e6,
         sender_cpu_us_per_span=sender_cpu.value / n * 1e6,
         ceiling_cpu_us_per_span=1e6 / ceil,

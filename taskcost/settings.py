@@ -27,7 +27,7 @@ __all__ = ["DEFAULT_CONFIG_FILE", "Settings", "config_file", "default_decode_wor
 
 DEFAULT_CONFIG_FILE = "taskcost.toml"
 MiB = 1024 * 1024
-# The server's default DuckDB memory_limit, per DuckDB thread (Settings.server_memory_limit)
+# The server's default DuckDB memory_limit, per core left after the decode workers (Settings.server_memory_limit)
 MEMORY_PER_DUCKDB_THREAD_MB = 128
 
 
@@ -77,14 +77,15 @@ class Settings(BaseSettings):
         None,
         pattern=r"^\s*\d+(\.\d+)?\s*([KMGT]i?B)?\s*$",
         description="DuckDB's memory limit in the server: its cache of the database and query working memory "
-        "(larger queries spill to disk); default: 128MB per DuckDB thread (duckdb_threads).",
+        "(larger queries spill to disk); default: 128MB per core left after the decode workers and the serving "
+        "process, at least one.",
     )
     duckdb_threads: int | None = Field(
         None,
         ge=1,
         le=1024,
-        description="DuckDB's worker threads in the server (commits and queries); default: the cores left after "
-        "the decode workers and the serving process, at least 1.",
+        description="DuckDB's threads in the server (commits and queries); default: the cores left after the "
+        "decode workers and the serving process, at least 2 on a machine with 2 cores or more (a query uses both).",
     )
     spool: bool = Field(
         True,
@@ -170,21 +171,28 @@ class Settings(BaseSettings):
         60.0, ge=0, le=86400, description="How long after a cluster window ends the server allocates it."
     )
 
-    def server_duckdb_threads(self) -> int:
-        """``duckdb_threads``, or by default the cores left after the decode workers and the serving process (at
-        least 1). On 2 cores that is 1: a second DuckDB thread took CPU the decode worker needed and made commits
-        no faster."""
-        if self.duckdb_threads is not None:
-            return self.duckdb_threads
+    def _cores_left(self) -> int:
+        """The cores left after the decode workers and the serving process, at least 1."""
         return max(1, (os.cpu_count() or 1) - self.decode_workers - 1)
 
+    def server_duckdb_threads(self) -> int:
+        """``duckdb_threads``, or by default the cores left after the decode workers and the serving process, at
+        least 2 on a machine with 2 cores or more. On 2 cores that is 2: a dashboard's question answers in about
+        half the time, and ingest at saturation is about a quarter slower than with 1 thread (docs/configuration.md
+        has the figures; ``TASKCOST_DUCKDB_THREADS=1`` for a collector that only ingests)."""
+        if self.duckdb_threads is not None:
+            return self.duckdb_threads
+        return max(min(2, os.cpu_count() or 1), self._cores_left())
+
     def server_memory_limit(self) -> str:
-        """``memory_limit``, or by default ``MEMORY_PER_DUCKDB_THREAD_MB`` times ``server_duckdb_threads()`` (128MB on
-        2 cores). DuckDB fills what it is allowed with cached blocks, so the limit is most of the server's memory
-        under load (measured: docs/configuration.md and bench/RESULTS.md)."""
+        """``memory_limit``, or by default ``MEMORY_PER_DUCKDB_THREAD_MB`` times the cores left after the decode
+        workers and the serving process (at least one: 128MB on 2 cores), or times ``duckdb_threads`` when that is
+        set. DuckDB fills what it is allowed with cached blocks, so the limit is most of the server's memory under
+        load (measured: docs/configuration.md and bench/RESULTS.md)."""
         if self.memory_limit is not None:
             return self.memory_limit
-        return f"{MEMORY_PER_DUCKDB_THREAD_MB * self.server_duckdb_threads()}MB"
+        threads = self.duckdb_threads if self.duckdb_threads is not None else self._cores_left()
+        return f"{MEMORY_PER_DUCKDB_THREAD_MB * threads}MB"
 
     @model_validator(mode="after")
     def _rules_are_valid(self) -> Settings:

@@ -130,6 +130,32 @@ def test_hit_rate_savings_and_misses_by_hand(store: DuckDBStore) -> None:
     assert j["summary"]["saved_usd"] == "0.015120000000"  # money as a decimal string
 
 
+def test_without_misses_hit_rate_and_savings_are_the_same_and_misses_unknown(store: DuckDBStore) -> None:
+    _fleet().write(store)
+    a = _ask(store, misses=False, bucket="day", by="model")
+    s = a.summary()
+    # the same hand-computed figures as above, from the one pass over the calls
+    assert (s["calls"], s["input_tokens"], s["cache_read_tokens"], s["saved_usd"]) == (
+        14,
+        37500,
+        8800,
+        Decimal("0.01512"),
+    )
+    assert s["headline"] == "hit rate 23.5% of 37,500 input tokens; saved $0.02"
+    # what was not measured is unknown, not zero
+    for key in ("missed_tokens", "missed_usd", "fingerprint_calls", "size_estimate_calls", "prefix_break_rate"):
+        assert s[key] is None, key
+    assert s["measured_calls"] == 0
+    assert a.groups["missed_usd"].null_count() == a.groups.height > 0
+    assert a.over_time["missed_tokens"].null_count() == a.over_time.height > 0
+    assert {t.name for t in a.tables()} == {"groups", "by_model", "over_time"}
+    full = _ask(store, bucket="day", by="model")
+    cols = ["model", "calls", "input_tokens", "cache_read_tokens", "hit_rate", "saved_usd", "unpriced_calls"]
+    assert a.groups.select(cols).sort("model").equals(full.groups.select(cols).sort("model"))
+    assert any("4,000 cache-read tokens are counted without dollars" in n for n in a.notes)
+    assert not any("missed tokens" in n for n in a.notes)
+
+
 def test_groups_by_a_task_dimension_and_by_model(store: DuckDBStore) -> None:
     _fleet().write(store)
     kinds = _rows(_ask(store, by="kind").groups, "kind")

@@ -266,19 +266,21 @@ def test_open_applies_the_servers_duckdb_settings(tmp_path: Path) -> None:
 def test_duckdb_threads_default_leaves_the_decode_workers_their_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     from taskcost.settings import Settings
 
+    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    assert Settings(decode_workers=0).server_duckdb_threads() == 1
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    assert Settings(decode_workers=1).server_duckdb_threads() == 1
-    assert Settings(decode_workers=4).server_duckdb_threads() == 1  # at least one
+    assert Settings(decode_workers=1).server_duckdb_threads() == 2  # a query may use both cores
+    assert Settings(decode_workers=4).server_duckdb_threads() == 2
     monkeypatch.setattr("os.cpu_count", lambda: 8)
     assert Settings(decode_workers=1).server_duckdb_threads() == 6
     assert Settings(decode_workers=1, duckdb_threads=3).server_duckdb_threads() == 3  # the setting wins
 
 
-def test_memory_limit_default_is_128mb_per_duckdb_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_memory_limit_default_is_128mb_per_core_left_after_the_decode_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     from taskcost.settings import Settings
 
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    assert Settings(decode_workers=2).server_memory_limit() == "128MB"
+    assert Settings(decode_workers=2).server_memory_limit() == "128MB"  # 2 DuckDB threads, one core left
     monkeypatch.setattr("os.cpu_count", lambda: 8)
     assert Settings(decode_workers=2).server_memory_limit() == "640MB"  # 5 DuckDB threads
     assert Settings(decode_workers=2, duckdb_threads=2).server_memory_limit() == "256MB"

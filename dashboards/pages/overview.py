@@ -18,10 +18,9 @@ from urllib.parse import urlencode
 
 import dash
 import dash_mantine_components as dmc
-import plotly.graph_objects as go
 from dash import Dash, Input, Output, dcc, html
 
-from dashboards._charts import count, pct, usd
+from dashboards._charts import Fig, count, pct, usd
 from dashboards._moved import (
     change_count,
     change_money,
@@ -140,26 +139,29 @@ def _column(table: Mapping[str, Any], name: str) -> list[Any]:
 def sparkline(x: Sequence[Any], y: Sequence[Any], labels: Sequence[str], *, id: str, color: str = "#228be6") -> Any:
     """A small trend line (no axes): ``y`` per bucket ``x``; ``labels`` are what the hover shows (exact money)."""
     points = [(a, float(b), c) for a, b, c in zip(x, y, labels, strict=True) if b is not None]
-    fig = go.Figure(
-        go.Scatter(
-            x=[p[0] for p in points],
-            y=[p[1] for p in points],
-            customdata=[p[2] for p in points],
-            mode="lines+markers",
-            line={"width": 2, "color": color},
-            marker={"size": 4, "color": color},
-            hovertemplate="%{x}<br>%{customdata}<extra></extra>",
-        )
-    )
-    fig.update_layout(
-        height=48,
-        margin={"l": 0, "r": 0, "t": 4, "b": 0},
-        xaxis={"visible": False},
-        yaxis={"visible": False},
-        showlegend=False,
-        plot_bgcolor="rgba(0,0,0,0)",
-        paper_bgcolor="rgba(0,0,0,0)",
-    )
+    fig = {
+        "data": [
+            {
+                "type": "scatter",
+                "x": [p[0] for p in points],
+                "y": [p[1] for p in points],
+                "customdata": [p[2] for p in points],
+                "mode": "lines+markers",
+                "line": {"width": 2, "color": color},
+                "marker": {"size": 4, "color": color},
+                "hovertemplate": "%{x}<br>%{customdata}<extra></extra>",
+            }
+        ],
+        "layout": {
+            "height": 48,
+            "margin": {"l": 0, "r": 0, "t": 4, "b": 0},
+            "xaxis": {"visible": False},
+            "yaxis": {"visible": False},
+            "showlegend": False,
+            "plot_bgcolor": "rgba(0,0,0,0)",
+            "paper_bgcolor": "rgba(0,0,0,0)",
+        },
+    }
     return dcc.Graph(
         figure=fig, config={"displayModeBar": False}, style={"height": "48px"}, id=id, className="tc-sparkline"
     )
@@ -291,20 +293,17 @@ def _waste(ans: Mapping[str, Any], query: Mapping[str, Any]) -> Any:
     rows = {r[0]: dict(zip(table["columns"], r, strict=True)) for r in table["rows"]}
     parts = [(label, rows[k]) for k, label in _WASTE_PARTS if k in rows]
     tool = rows.get("tool_spend")
-    fig = go.Figure(
-        go.Bar(
-            y=[label for label, _ in parts],
-            x=[float(r["amount_usd"] or 0) for _, r in parts],
-            customdata=[
-                f"{format_usd(r['amount_usd'], none='unpriced')} ({pct(r['share_of_spend'])} of spend)"
-                for _, r in parts
-            ],
-            text=[format_usd(r["amount_usd"], none="unpriced") for _, r in parts],
-            textposition="auto",
-            orientation="h",
-            marker={"color": "#fa5252"},
-            hovertemplate="%{y}: %{customdata}<extra></extra>",
-        )
+    fig = Fig().add_bar(
+        y=[label for label, _ in parts],
+        x=[float(r["amount_usd"] or 0) for _, r in parts],
+        customdata=[
+            f"{format_usd(r['amount_usd'], none='unpriced')} ({pct(r['share_of_spend'])} of spend)" for _, r in parts
+        ],
+        text=[format_usd(r["amount_usd"], none="unpriced") for _, r in parts],
+        textposition="auto",
+        orientation="h",
+        marker={"color": "#fa5252"},
+        hovertemplate="%{y}: %{customdata}<extra></extra>",
     )
     fig.update_layout(
         height=190,
@@ -322,7 +321,7 @@ def _waste(ans: Mapping[str, Any], query: Mapping[str, Any]) -> Any:
                 [dmc.Text("Where the waste went", fw=600), _link("/cost", "waste in detail on the Cost page", query)],
                 justify="space-between",
             ),
-            dcc.Graph(figure=fig, config={"displayModeBar": False}, id="overview-waste-chart"),
+            dcc.Graph(figure=fig.to_dict(190), config={"displayModeBar": False}, id="overview-waste-chart"),
             dmc.Text(
                 f"{beside} {unpriced:,} unpriced attempts are left out of these dollars.".strip(), size="xs", c="dimmed"
             ),
@@ -335,11 +334,12 @@ def _waste(ans: Mapping[str, Any], query: Mapping[str, Any]) -> Any:
 
 
 def cache_card(store: ReadStore, query: Mapping[str, Any], now: datetime) -> Any:
-    """The cache card: hit rate of input tokens, what the cache saved and what misses cost, its trend."""
+    """The cache card: hit rate of input tokens, what the cache saved, its trend. What misses cost needs a second pass
+    over the calls: the Cache page measures it (linked), the overview does not wait for it."""
     filters = filters_from_query(query, now=now)
     bucket = bucket_for(_span(store, filters, query, now))
     q = QUESTIONS["cache"]
-    ans = q.run(store, filters, q.options(bucket=bucket)).to_json()
+    ans = q.run(store, filters, q.options(bucket=bucket, misses=False)).to_json()
     s = ans["summary"]
     if not s.get("calls"):
         return None
@@ -359,9 +359,8 @@ def cache_card(store: ReadStore, query: Mapping[str, Any], now: datetime) -> Any
         [
             f"of {s.get('input_tokens', 0):,} input tokens. Saved ",
             money(_dec(s.get("saved_usd"))),
-            ", misses cost ",
-            money(_dec(s.get("missed_usd"))),
-            f" ({cover})",
+            f" ({cover}); what misses cost: ",
+            _link("/cache", "Cache page", query),
         ]
     )
     return _card("cache", "Cache hit rate", html.Span(pct(s.get("hit_rate")), className="tc-figure"), sub, trend)

@@ -33,6 +33,14 @@ from pydantic import Field
 
 from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
+from taskcost.analytics._cache_tables import (
+    HIT_RATE_BANDS,
+    INPUT_SIZE_BANDS,
+    hit_rate_expr,
+    money_sum,
+    prefix_tables,
+    ttft_tables,
+)
 from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, TASK_DIMENSIONS, Filters, Sql, call_scope
 from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.analytics._rates import ModelRates, model_rates
@@ -48,11 +56,6 @@ __all__ = [
     "CacheOptions",
     "cache_economics",
 ]
-
-HIT_RATE_BANDS = ("0%", "(0, 25%]", "(25, 50%]", "(50, 75%]", "(75, 100%]")
-"""A call's own hit rate (cache_read / input), in bands; decided in integer arithmetic (no float edges)."""
-INPUT_SIZE_BANDS = ("< 1k", "1k-4k", "4k-16k", "16k-64k", ">= 64k")
-"""A call's input tokens, in bands: under 1,024 tokens most provider caches do not cache at all."""
 
 SAMPLE_CALLS = 100_000
 """Above this many selected calls, misses, the prefix report and the TTFT percentiles are measured on the calls of a
@@ -72,6 +75,11 @@ class CacheOptions(Options):
         False,
         description=f"Measure misses, the prefix report and TTFT percentiles on every call, not on a sample of tasks "
         f"above {SAMPLE_CALLS:,} calls (slower on large selections).",
+    )
+    misses: bool = Field(
+        True,
+        description="Measure misses, TTFT by hit rate and the prefix report (a second pass over the calls); false: "
+        "hit rates and savings only, with the missed figures left empty (null), not zero.",
     )
 
 
@@ -113,7 +121,7 @@ class CacheAnswer(Answer):
             Table("prefix_stability", "Prompt-prefix stability by task kind (SDK fingerprint)", self.prefix_stability),
             Table("prefix_breakers", "Where prefixes break, by tokens after the break", self.prefix_breakers),
         ]
-        return out
+        return [t for t in out if t.frame.width]  # misses=false: the tables it did not measure are left out
 
 
 # -- SQL ---------------------------------------------------------------------------------------------------------
@@ -225,7 +233,10 @@ def _bucket_column(bucket: str | None) -> str:
 
 
 def _sample(threshold: int | None, alias: str = "c") -> str:
-    """The SQL condition that keeps the sampled tasks' calls (DuckDB ``hash``; ClickHouse would say ``cityHash64``)."""
+    """The SQL condition that keeps the sampled tasks' calls (DuckDB ``hash``; ClickHouse would say ``cityHash64``);
+    a threshold of 0 keeps none (the answer's shape, no scan)."""
+    if threshold == 0:
+        return "FALSE"
     return "TRUE" if threshold is None else f"hash({alias}.project, {alias}.task_id) % {HASH_BUCKETS} < {threshold}"
 
 
@@ -307,16 +318,6 @@ def _scaled(df: pl.DataFrame, scale: float) -> pl.DataFrame:
     )
 
 
-def _money_sum(column: str) -> pl.Expr:
-    """The sum of a priced column, null (not $0) when no call in the group could be priced."""
-    total = pl.col(column).sum().cast(pl.Decimal(38, 12))
-    return pl.when(pl.col(column).is_not_null().any()).then(total).otherwise(None).alias(column)
-
-
-def _hit_rate(read: str = "cache_read_tokens", total: str = "input_tokens") -> pl.Expr:
-    return pl.when(pl.col(total) > 0).then(pl.col(read) / pl.col(total)).otherwise(None).alias("hit_rate")
-
-
 _COUNTS = [
     "calls", "input_tokens", "cache_read_tokens", "missed_tokens", "fingerprint_calls", "size_estimate_calls",
     "unpriced_calls", "unpriced_cache_read_tokens", "unpriced_missed_tokens",
@@ -326,122 +327,29 @@ _FIGURES = [
     "fingerprint_calls", "size_estimate_calls", "unpriced_calls", "unpriced_cache_read_tokens",
     "unpriced_missed_tokens",
 ]  # fmt: skip
-_STABILITY = [
-    "kind", "fingerprinted_calls", "compared_calls", "breaks", "break_rate", "top_break_kind", "top_break_block",
-    "top_break_calls", "mean_stable_share", "after_break_tokens", "after_break_usd", "missed_tokens", "missed_usd",
-    "unpriced_calls",
-]  # fmt: skip
-_BREAKERS = [
-    "kind", "break_kind", "break_block", "breaks", "share_of_breaks", "after_break_tokens", "after_break_usd",
-    "missed_tokens", "missed_usd", "unpriced_calls",
-]  # fmt: skip
 
 
 def _rollup(priced: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Priced rows summed to ``keys``: the columns of ``groups``, ``over_time`` and ``by_model``."""
-    aggs = [pl.col(c).sum().cast(pl.Int64) for c in _COUNTS] + [_money_sum("saved_usd"), _money_sum("missed_usd")]
+    aggs = [pl.col(c).sum().cast(pl.Int64) for c in _COUNTS] + [money_sum("saved_usd"), money_sum("missed_usd")]
     out = priced.group_by(keys, maintain_order=True).agg(aggs) if keys else priced.select(aggs)
-    out = out.with_columns(_hit_rate()).select(*keys, *_FIGURES)
+    out = out.with_columns(hit_rate_expr()).select(*keys, *_FIGURES)
     return out.sort(keys, nulls_last=True) if keys else out
-
-
-# -- prefix stability --------------------------------------------------------------------------------------------
-
-
-def _prefix_tables(priced: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per task kind: calls with a fingerprint, compared calls (those with a previous call to compare with), breaks,
-    where they break most, the mean stable share; and the breakers (kind, block kind, block index) ranked by the
-    input tokens from the break on."""
-    fp = priced.filter(pl.col("has_fingerprint"))
-    breaks = fp.filter(pl.col("prefix_break_block").is_not_null())
-    keys = ["task_kind", "prefix_break_kind", "prefix_break_block"]
-    breakers = (
-        breaks.group_by(keys)
-        .agg(
-            pl.col("calls").sum().cast(pl.Int64).alias("breaks"),
-            pl.col("after_break_tokens").sum().cast(pl.Int64),
-            _money_sum("after_break_usd"),
-            pl.col("missed_tokens").sum().cast(pl.Int64),
-            _money_sum("missed_usd"),
-            pl.col("unpriced_calls").sum().cast(pl.Int64),
-        )
-        .sort(["after_break_tokens", "breaks", *keys], descending=[True, True, False, False, False], nulls_last=True)
-    )
-    top = breakers.sort(["breaks", "prefix_break_kind", "prefix_break_block"], descending=[True, False, False])
-    top = top.group_by("task_kind", maintain_order=True).first()
-    top = top.select(
-        "task_kind",
-        pl.col("prefix_break_kind").alias("top_break_kind"),
-        pl.col("prefix_break_block").alias("top_break_block"),
-        pl.col("breaks").alias("top_break_calls"),
-    )
-    per_kind = fp.group_by("task_kind").agg(
-        pl.col("calls").sum().cast(pl.Int64).alias("fingerprinted_calls"),
-        pl.col("compared_calls").sum().cast(pl.Int64),
-        pl.col("breaks").sum().cast(pl.Int64),
-        pl.col("stable_share_sum").sum(),
-        pl.col("share_calls").sum().cast(pl.Int64),
-        pl.col("after_break_tokens").sum().cast(pl.Int64),
-        _money_sum("after_break_usd"),
-        pl.col("missed_tokens").sum().cast(pl.Int64),
-        _money_sum("missed_usd"),
-        pl.col("unpriced_calls").sum().cast(pl.Int64),
-    )
-    stability = (
-        per_kind.join(top, on="task_kind", how="left", nulls_equal=True)
-        .with_columns(
-            break_rate=pl.when(pl.col("compared_calls") > 0).then(pl.col("breaks") / pl.col("compared_calls")),
-            mean_stable_share=pl.when(pl.col("share_calls") > 0).then(
-                pl.col("stable_share_sum") / pl.col("share_calls")
-            ),
-        )
-        .rename({"task_kind": "kind"})
-        .select(_STABILITY)
-        .sort(["breaks", "kind"], descending=[True, False], nulls_last=True)
-    )
-    breakers = breakers.with_columns(share_of_breaks=pl.col("breaks") / pl.col("breaks").sum().over("task_kind"))
-    breakers = breakers.rename(
-        {"task_kind": "kind", "prefix_break_kind": "break_kind", "prefix_break_block": "break_block"}
-    )
-    breakers = breakers.select(_BREAKERS)
-    return stability, breakers
-
-
-# -- TTFT --------------------------------------------------------------------------------------------------------
-
-
-def _ttft_tables(bands: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per hit-rate band, and per input-size and hit-rate band: calls, calls with a TTFT, the band's hit rate, and the
-    median and p95 TTFT (linear interpolation) of the calls that have one (the per-call query's band rows)."""
-    labels = {"hit_band": ("hit_rate_band", HIT_RATE_BANDS), "size_band": ("input_size_band", INPUT_SIZE_BANDS)}
-    bands = bands.filter(pl.col("hit_band").is_not_null()).with_columns(
-        _hit_rate(),
-        pl.col("ttft_quantiles").list.get(0, null_on_oob=True).alias("median_ttft_s"),
-        pl.col("ttft_quantiles").list.get(1, null_on_oob=True).alias("p95_ttft_s"),
-    )
-
-    def table(keys: list[str], part: str) -> pl.DataFrame:
-        named = [
-            pl.col(k).replace_strict(dict(enumerate(labels[k][1])), return_dtype=pl.String).alias(labels[k][0])
-            for k in keys
-        ]
-        out = bands.filter(pl.col("part") == part).sort(keys)
-        return out.select(*named, "calls", "ttft_calls", "hit_rate", "median_ttft_s", "p95_ttft_s")
-
-    return table(["hit_band"], "hit"), table(["size_band", "hit_band"], "size")
 
 
 # -- the question ------------------------------------------------------------------------------------------------
 
 
-def _notes(by_model: pl.DataFrame, rates: dict[tuple[str | None, str | None], ModelRates]) -> list[str]:
+def _notes(
+    by_model: pl.DataFrame, rates: dict[tuple[str | None, str | None], ModelRates], misses: bool = True
+) -> list[str]:
     notes = []
     hosted = by_model.filter(pl.col("self_hosted"))
+    missed = f" and {int(hosted['missed_tokens'].sum()):,} missed" if misses else ""
     if hosted.height and (calls := int(hosted["calls"].sum())):
         notes.append(
             f"{calls:,} self-hosted call(s) are priced per GPU-hour, not per token: their "
-            f"{int(hosted['cache_read_tokens'].sum()):,} cache-read and {int(hosted['missed_tokens'].sum()):,} "
-            "missed tokens are counted without dollars."
+            f"{int(hosted['cache_read_tokens'].sum()):,} cache-read{missed} tokens are counted without dollars."
         )
     for row in by_model.filter(~pl.col("self_hosted") & (pl.col("unpriced_calls") > 0)).iter_rows(named=True):
         known = rates.get((row["provider"], row["model"]))
@@ -450,9 +358,10 @@ def _notes(by_model: pl.DataFrame, rates: dict[tuple[str | None, str | None], Mo
             if known is None or known.input is None
             else "no priced call of it read from the cache in the window, so its cache-read rate is unknown"
         )
+        missed = f" and {row['missed_tokens']:,} missed" if misses else ""
         notes.append(
-            f"{row['provider']}/{row['model']}: {why}; its {row['cache_read_tokens']:,} cache-read and "
-            f"{row['missed_tokens']:,} missed tokens ({row['calls']:,} calls) are unpriced."
+            f"{row['provider']}/{row['model']}: {why}; its {row['cache_read_tokens']:,} cache-read{missed} tokens "
+            f"({row['calls']:,} calls) are unpriced."
         )
     return notes
 
@@ -511,11 +420,11 @@ def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -
 
     totals_frame = frame(store, _totals_sql(filters, by, bucket), filters)
     calls = int(totals_frame["calls"].sum())
-    threshold = _threshold(calls, options.exact)
+    threshold = _threshold(calls, options.exact) if options.misses else 0
     answer = frame(store, _per_call_sql(filters, by, bucket, threshold), filters)
     per_call = answer.filter(pl.col("part") == "calls").drop("hit_band", "size_band", "ttft_quantiles")
     measured = int(per_call["calls"].sum())
-    scale = calls / measured if threshold is not None and measured else 1.0
+    scale = calls / measured if threshold and measured else 1.0
     per_call = _scaled(per_call.drop("part", "ttft_calls"), scale)
     bands = _scaled(answer.filter(pl.col("part") != "calls"), scale)
 
@@ -538,8 +447,8 @@ def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -
     by_model = _by_model(priced, rates)
 
     prefix = _priced(per_call, rates, {"missed_usd": "missed_tokens", "after_break_usd": "after_break_tokens"})
-    prefix_stability, prefix_breakers = _prefix_tables(prefix)
-    ttft_by_hit_rate, ttft_by_input_size = _ttft_tables(bands)
+    prefix_stability, prefix_breakers = prefix_tables(prefix)
+    ttft_by_hit_rate, ttft_by_input_size = ttft_tables(bands)
 
     total = _rollup(priced, []).row(0, named=True)
     compared = int(prefix_stability["compared_calls"].sum())
@@ -554,14 +463,16 @@ def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -
         "prefix_break_rate": breaks / compared if compared else None,
         "measured_calls": measured,
     }
-    notes = _notes(by_model, rates_by_model)
+    notes = _notes(by_model, rates_by_model, options.misses)
+    if not options.misses:
+        return _without_misses(filters, by, bucket, totals, groups, over_time, by_model, notes)
     notes.append(
         f"missed tokens: {totals['fingerprint_calls']:,} repeat call(s) measured by the SDK's prompt fingerprint, "
         f"{totals['size_estimate_calls']:,} estimated as min(previous input, this input) (no fingerprint)."
     )
     if calls and not prefix_stability.height:
         notes.append("no selected call carries the SDK's prompt fingerprint: there is no prefix-stability report.")
-    if threshold is not None:
+    if threshold:
         grouped_note = f" (and the groups by {by}: a task's value is read with it)" if _task_valued(by) else ""
         notes.append(
             f"misses, the prefix report and TTFT figures{grouped_note} were measured on the calls of a sample of "
@@ -580,6 +491,50 @@ def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -
         ttft_by_input_size,
         prefix_stability,
         prefix_breakers,
+        notes=notes,
+    )
+
+
+_UNMEASURED = ["missed_tokens", "missed_usd", "fingerprint_calls", "size_estimate_calls", "unpriced_missed_tokens"]
+
+
+def _without_misses(
+    filters: Filters,
+    by: str | None,
+    bucket: str | None,
+    totals: dict[str, Any],
+    groups: pl.DataFrame,
+    over_time: pl.DataFrame,
+    by_model: pl.DataFrame,
+    notes: list[str],
+) -> CacheAnswer:
+    """The answer of ``misses=false``: what was not measured is null (unknown), never zero."""
+
+    def unknown(df: pl.DataFrame) -> pl.DataFrame:
+        return df.with_columns(pl.lit(None, dtype=df.schema[c]).alias(c) for c in _UNMEASURED if c in df.columns)
+
+    totals = {**totals, **dict.fromkeys([*_UNMEASURED, "prefix_compared_calls", "prefix_breaks"]), "measured_calls": 0}
+    totals["prefix_break_rate"] = None
+    input_tokens = totals["input_tokens"]
+    totals["headline"] = (
+        f"hit rate {totals['hit_rate']:.1%} of {input_tokens:,} input tokens; saved {_usd(totals['saved_usd'])}"
+        if input_tokens
+        else "no input tokens in the selection"
+    )
+    notes.append("misses, TTFT by hit rate and the prefix report were not measured (misses=false).")
+    empty = pl.DataFrame()
+    return CacheAnswer(
+        filters,
+        by,
+        bucket,
+        totals,
+        unknown(groups),
+        unknown(over_time),
+        unknown(by_model),
+        empty,
+        empty,
+        empty,
+        empty,
         notes=notes,
     )
 

@@ -131,7 +131,9 @@ def _option(name: str, info: FieldInfo) -> inspect.Parameter:
     if isinstance(default, Decimal | datetime):
         default = str(default)
     if cli_type is bool:
-        option = typer.Option(flag, help=(info.description or "") + choices)
+        # an option on by default is turned off by its --no- form
+        pair = f"{flag}/--no-{name.replace('_', '-')}" if default else flag
+        option = typer.Option(pair, help=(info.description or "") + choices)
         annotation: Any = Annotated[bool, option]
         return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=bool(default), annotation=annotation)
     option = typer.Option(flag, help=(info.description or "") + choices, show_default=default is not None)
