@@ -38,7 +38,7 @@ def default_decode_workers() -> int:
 
 
 def _pricing_defaults() -> tuple[dict[str, str], tuple[str, ...]]:
-    """The pricing module's defaults, imported when needed (it loads the price data library)."""
+    """The pricing module's defaults (plain data: the price data library is not loaded for them)."""
     from taskcost.pricing import DEFAULT_PRICING_ATTRIBUTES, PRICING_TARGETS
 
     return dict(DEFAULT_PRICING_ATTRIBUTES), PRICING_TARGETS
@@ -209,8 +209,6 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _pricing_is_valid(self) -> Settings:
-        from taskcost.pricing import price_book_from_table
-
         targets = _pricing_defaults()[1]
         if self.price_book is not None and self.price_book_file is not None:
             raise ValueError("give the price book inline ([price_book]) or as price_book_file, not both")
@@ -223,7 +221,9 @@ class Settings(BaseSettings):
             raise ValueError(f"pricing_attributes: {bad} map to unknown targets; known: {', '.join(targets)}")
         if 86400 % self.cluster_window_s:
             raise ValueError("cluster_window_s must divide a day (86400 s) so windows align with the clock")
-        if self.price_book is not None:
+        if self.price_book is not None:  # only then the price data library is loaded
+            from taskcost.pricing import price_book_from_table
+
             price_book_from_table(self.price_book, config_file())
         return self
 

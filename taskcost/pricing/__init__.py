@@ -43,8 +43,6 @@ if TYPE_CHECKING:
     from taskcost.pricing._data import DataFileError, PriceData, bundled_data, current_data, install_data, reset_data
     from taskcost.pricing._explain import explain
     from taskcost.pricing._pricer import (
-        DEFAULT_PRICING_ATTRIBUTES,
-        PRICING_TARGETS,
         Pricer,
         PricingConfig,
         PricingSource,
@@ -54,6 +52,7 @@ if TYPE_CHECKING:
         pricing_inputs,
     )
     from taskcost.pricing._report import ClusterWindowCost, ModelChange, RepriceReport
+    from taskcost.pricing._targets import DEFAULT_PRICING_ATTRIBUTES, PRICING_TARGETS
     from taskcost.pricing._toml import ConfigFileError
 
 __getattr__, __dir__ = lazy_exports(__name__)

@@ -33,11 +33,10 @@ from taskcost.pricing._api import (
 from taskcost.pricing._book import PriceBook, load_price_book, price_book_from_table, rule_label
 from taskcost.pricing._clusters import ClustersFile, load_clusters
 from taskcost.pricing._data import PriceData, bundled_data, current_data
+from taskcost.pricing._targets import DEFAULT_PRICING_ATTRIBUTES
 from taskcost.pricing._toml import ConfigFileError
 
 __all__ = [
-    "DEFAULT_PRICING_ATTRIBUTES",
-    "PRICING_TARGETS",
     "Pricer",
     "price_call",
     "PricingConfig",
@@ -49,21 +48,8 @@ __all__ = [
 
 log = logging.getLogger("taskcost.pricing")
 
-PRICING_TARGETS = ("service_tier", "processing", "speed", "cache_write_1h_tokens")
-"""What a span attribute can tell the pricer: a genai-prices price-variant key, or the 1h cache writes."""
-
-DEFAULT_PRICING_ATTRIBUTES: dict[str, str] = {
-    "openai.response.service_tier": "service_tier",
-    "openai.request.service_tier": "service_tier",
-    "gen_ai.openai.response.service_tier": "service_tier",
-    "gen_ai.openai.request.service_tier": "service_tier",
-}
-"""OpenTelemetry's names (and their deprecated forms), the response's first: first found wins per target."""
-
-_NOT_A_TIER = {"auto"}
-_MAX_DIGITS = (
-    26  # DECIMAL(38, 12): 26 digits before the point  # a request for "auto" says nothing about the tier that served it
-)
+_NOT_A_TIER = {"auto"}  # a request for "auto" says nothing about the tier that served it
+_MAX_DIGITS = 26  # DECIMAL(38, 12): 26 digits before the point
 
 
 def pricing_inputs(attributes: Sequence[tuple[str, str]], lookup: Callable[[str], Any]) -> tuple[dict[str, str], int]:
