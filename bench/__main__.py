@@ -179,7 +179,7 @@ def main() -> None:
         others = [
             *(run_ingest(size, senders=args.senders, decode_workers=w) for w in (0, 1, 2) if w != workers),
             run_ingest(size, senders=args.senders, spool=False),
-            run_ingest(size, senders=args.senders, memory_limit="512MB"),  # the default before 128MB per DuckDB thread
+            run_ingest(size, senders=args.senders, memory_limit="512MB"),  # the default before 128MB per core
             run_ingest(size, senders=args.senders, grpc=True),
             run_ingest(size, senders=args.senders, duckdb_threads=1),  # the default before queries got 2 on 2 cores
         ]
@@ -234,8 +234,9 @@ def main() -> None:
             f"| requests refused with 503 (retried), median run; sustained run | {r.refused}; {long.refused} | | |",
             "",
             f"The same load with other settings (one run each; the defaults: decode_workers {workers}, spool on,"
-            f" DuckDB memory_limit {defaults.server_memory_limit()} (128MB per DuckDB thread), DuckDB threads: the"
-            " cores left after the decode workers, at least 1):",
+            f" DuckDB memory_limit {defaults.server_memory_limit()} (128MB per core left after the decode workers),"
+            f" DuckDB threads {defaults.server_duckdb_threads()} (the cores left after the decode workers, at least 2"
+            " on 2 cores or more)):",
             "",
             "| settings | spans/s | ceiling, same run | ratio | peak RSS, MB (processes): summed peaks; at once |",
             "|---|---|---|---|---|",

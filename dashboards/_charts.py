@@ -10,8 +10,8 @@ from typing import Any
 import dash_mantine_components as dmc
 from dash import dcc
 
-from dashboards._ui import PageError
-from taskcost.analytics import format_usd
+from dashboards._ui import PageError, filters_from_query
+from taskcost.analytics import ReadStore, data_extent, format_usd
 
 __all__ = [
     "BUCKETS",
@@ -19,6 +19,7 @@ __all__ = [
     "NONE_LABEL",
     "STYLE",
     "Fig",
+    "bucket_for",
     "bucket_of",
     "count",
     "choices",
@@ -26,6 +27,7 @@ __all__ = [
     "label_of",
     "notes_list",
     "num",
+    "page_bucket",
     "pct",
     "pretty",
     "rows_of",
@@ -34,18 +36,50 @@ __all__ = [
     "usd",
 ]
 
-BUCKETS = ("hour", "day", "week")
+BUCKETS = ("minute", "hour", "day", "week")
 NONE_LABEL = "(no value)"
 
 
+def bucket_for(span: timedelta) -> str:
+    """The trend's bucket for a selection ``span`` long: minutes up to 2 hours (a demo run, a fresh deployment),
+    hours up to 3 days, days up to 120, weeks beyond."""
+    if span <= timedelta(hours=2):
+        return "minute"
+    if span <= timedelta(days=3):
+        return "hour"
+    if span <= timedelta(days=120):
+        return "day"
+    return "week"
+
+
+def page_bucket(store: ReadStore, query: Mapping[str, Any]) -> str:
+    """The bucket a page's time series starts with: the URL's; else one that suits the time range; for all time,
+    one that suits the selected tasks' span (``bucket_for``: minutes for a demo run, days for months of data)."""
+    if query.get("bucket"):
+        return str(query["bucket"])  # checked where it is used: a bad one shows an error box there
+    if query.get("range") not in (None, "", "all"):
+        return bucket_of(query)
+    try:
+        filters = filters_from_query(query)
+    except PageError:  # shown by the page's callbacks
+        return bucket_of(query)
+    extent = data_extent(store, filters)
+    if extent.first_start is None or extent.last_start is None:
+        return bucket_of(query)
+    return bucket_for(extent.last_start - extent.first_start)
+
+
 def bucket_of(query: Mapping[str, Any]) -> str:
-    """The time bucket: the URL's, else one that suits the time range (hours for a day or less)."""
+    """The time bucket: the URL's, else one that suits the time range (minutes for an hour or less, hours for a
+    day)."""
     b = query.get("bucket")
     if b:
         if b not in BUCKETS:
             raise PageError(f"unknown time bucket {b!r}: one of {', '.join(BUCKETS)}")
         return str(b)
-    return "hour" if query.get("range") in ("15m", "1h", "24h") else "day"
+    if query.get("range") in ("15m", "1h"):
+        return "minute"
+    return "hour" if query.get("range") == "24h" else "day"
 
 
 def num(v: Any) -> float | None:
@@ -216,7 +250,7 @@ def choices(
     return [{"value": v, "label": label(v) if label else v} for v in values], current or default
 
 
-BUCKET_MS = {"hour": 3_600_000, "day": 86_400_000, "week": 7 * 86_400_000}
+BUCKET_MS = {"minute": 60_000, "hour": 3_600_000, "day": 86_400_000, "week": 7 * 86_400_000}
 
 
 def time_axis(fig: Fig, x: Sequence[str], bucket: str) -> None:

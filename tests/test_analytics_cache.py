@@ -211,6 +211,18 @@ def test_time_series_by_day(store: DuckDBStore) -> None:
     assert "over_time" not in {t.name for t in _ask(store).tables()}
 
 
+def test_time_series_by_minute(store: DuckDBStore) -> None:
+    _fleet().write(store)
+    a = _ask(store, bucket="minute")
+    minutes = _rows(a.over_time, "bucket")
+    assert all(b.second == 0 and b.microsecond == 0 for b in minutes)
+    # the minute rows add up to the whole, each call counted once
+    assert sum(r["calls"] for r in minutes.values()) == a.summary()["calls"] == 14
+    assert sum(r["cache_read_tokens"] for r in minutes.values()) == 8800
+    day = _ask(store, bucket="day")
+    assert len(minutes) > len(day.over_time)
+
+
 def test_ttft_by_hit_rate_band_and_input_size(store: DuckDBStore) -> None:
     _fleet().write(store)
     a = _ask(store)

@@ -291,6 +291,40 @@ def test_bucketing_by_day_and_week(tmp_path: Path) -> None:
         ]
 
 
+def test_bucketing_by_minute(tmp_path: Path) -> None:
+    """A demo run or a fresh deployment has minutes of data: a minute bucket gives it a trend."""
+    f = Fleet()
+    f.task("m0", minute=0).call("cheap-1", output_tokens=0)  # 09:00:00: $0.001
+    f.task("m0b", minute=0.5).call("cheap-1", input_tokens=2000, output_tokens=0)  # 09:00:30: $0.002
+    f.task("m2", minute=2).call("cheap-1", input_tokens=4000, output_tokens=0)  # 09:02:00: $0.004
+    with _store(tmp_path, f) as s:
+        groups = cost(s, Filters(), CostOptions(bucket="minute")).groups
+        t0 = T0.replace(tzinfo=None)
+        assert groups is not None
+        columns = ("bucket", "tasks", "spend_usd", "cost_per_completed_task_usd")
+        assert groups.select(columns).rows() == [
+            (t0, 2, Decimal("0.003"), Decimal("0.0015")),
+            (t0 + timedelta(minutes=2), 1, Decimal("0.004"), Decimal("0.004")),
+        ]
+
+
+def test_minutes_over_more_than_a_week_are_a_usage_error(tmp_path: Path) -> None:
+    from taskcost.analytics import QUESTIONS
+    from taskcost.analytics._question import UsageError
+
+    f = Fleet()
+    f.task("w0", minute=0).call("cheap-1", output_tokens=0)
+    f.task("w8", minute=8 * 24 * 60).call("cheap-1", output_tokens=0)  # 8 days later
+    with _store(tmp_path, f) as s:
+        for name in ("cost", "cache"):
+            q = QUESTIONS[name]
+            with pytest.raises(UsageError, match="spans 8 days, more than 7 days of minutes"):
+                q.run(s, Filters(), q.options(bucket="minute"))
+            day = Filters(since=T0, until=T0 + timedelta(days=1))  # one day of it: 1,440 minutes at most
+            assert q.run(s, day, q.options(bucket="minute")).summary()
+            assert q.run(s, Filters(), q.options(bucket="hour")).summary()
+
+
 def test_unpriced_attempts_are_counted_beside_every_figure(tmp_path: Path) -> None:
     f = Fleet()
     u = f.task("u", minute=0)

@@ -146,3 +146,18 @@ def test_tasks_list_and_drilldown(dash_client: TestClient) -> None:
 def test_the_demo_badge_is_off_for_real_data(dash_client: TestClient) -> None:
     out = _update(dash_client, [("tc-demo-badge", "children")], [("_pages_location", "pathname", "/dash/")])
     assert out["tc-demo-badge"]["children"] is None
+
+
+def test_trends_bucket_by_the_selections_length() -> None:
+    """A demo run (minutes of data) gets per-minute trends; longer selections hours, days, weeks; a time range
+    picks the bucket that suits it."""
+    from datetime import timedelta
+
+    from dashboards._charts import bucket_of
+    from dashboards.pages.overview import bucket_for
+
+    assert [bucket_for(timedelta(minutes=m)) for m in (0, 5, 120)] == ["minute"] * 3
+    assert [bucket_for(timedelta(hours=h)) for h in (3, 72)] == ["hour"] * 2
+    assert (bucket_for(timedelta(days=4)), bucket_for(timedelta(days=121))) == ("day", "week")
+    assert [bucket_of({"range": r}) for r in ("15m", "1h", "24h", "7d")] == ["minute", "minute", "hour", "day"]
+    assert bucket_of({"range": "7d", "bucket": "minute"}) == "minute"  # the URL's bucket wins

@@ -24,6 +24,7 @@ from dashboards._charts import (
     label_of,
     notes_list,
     num,
+    page_bucket,
     pct,
     pretty,
     rows_of,
@@ -32,7 +33,6 @@ from dashboards._charts import (
     usd,
 )
 from dashboards._ui import (
-    RANGES,
     answer_table,
     empty_state,
     filters_from_query,
@@ -424,8 +424,7 @@ def _by_control(query: Mapping[str, str]) -> Any:
     return dmc.Select(id=url_id("by"), data=data, value=value, allowDeselect=False, w=170, size="xs", label="group by")
 
 
-def _bucket_control(query: Mapping[str, str]) -> Any:
-    default = bucket_of({"range": query.get("range")}) if query.get("range") in RANGES else "day"
+def _bucket_control(query: Mapping[str, str], default: str) -> Any:
     data, value = choices(BUCKETS, query.get("bucket") or None, default)
     return dmc.SegmentedControl(id=url_id("bucket"), data=data, value=value, size="xs")
 
@@ -465,10 +464,11 @@ def _body(ans: Mapping[str, Any], by: str, bucket: str) -> tuple[Any, ...]:
 def register(app: Dash, ctx: PageContext) -> None:
     def layout(**query: str) -> Any:
         by = query.get("by") or DEFAULT_BY
+        bucket = page_bucket(ctx.store, query)  # its callbacks get it with the query (the URL keeps only a choice)
         return page(
             NAME,
             "Cache",
-            query,
+            {**query, "bucket": bucket},
             ctx.store,
             dcc.Loading(html.Div(id="cache-headline"), delay_show=300, type="dot"),
             section(
@@ -484,7 +484,7 @@ def register(app: Dash, ctx: PageContext) -> None:
                 "Over time",
                 "By each call's start (UTC; weeks start on Monday).",
                 html.Div(id="cache-time"),
-                extra=_bucket_control(query),
+                extra=_bucket_control(query, bucket),
             ),
             section(
                 "Time to first token vs hit rate",

@@ -25,6 +25,7 @@ from dashboards._charts import (
     label_of,
     notes_list,
     num,
+    page_bucket,
     pct,
     pretty,
     rows_of,
@@ -33,7 +34,6 @@ from dashboards._charts import (
     usd,
 )
 from dashboards._ui import (
-    RANGES,
     PageError,
     answer_table,
     empty_state,
@@ -459,8 +459,7 @@ def _per_token(ans: Mapping[str, Any]) -> Any:
 
 
 # -- the page ----------------------------------------------------------------------------------------------------
-def _bucket_control(query: Mapping[str, str]) -> Any:
-    default = bucket_of({"range": query.get("range")}) if query.get("range") in RANGES else "day"
+def _bucket_control(query: Mapping[str, str], default: str) -> Any:
     data, value = choices(BUCKETS, query.get("bucket") or None, default)
     return dmc.SegmentedControl(id=url_id("bucket"), data=data, value=value, size="xs")
 
@@ -478,10 +477,11 @@ def _rank_control(query: Mapping[str, str]) -> Any:
 def register(app: Dash, ctx: PageContext) -> None:
     def layout(**query: str) -> Any:
         by = query.get("by") or DEFAULT_BY
+        bucket = page_bucket(ctx.store, query)  # its callbacks get it with the query (the URL keeps only a choice)
         return page(
             NAME,
             "Cost",
-            query,
+            {**query, "bucket": bucket},
             ctx.store,
             dcc.Loading(html.Div(id="cost-headline"), delay_show=300, type="dot"),
             section(
@@ -509,7 +509,7 @@ def register(app: Dash, ctx: PageContext) -> None:
                 "Over time",
                 "Cost per completed task and waste per bucket of the tasks' start (UTC; weeks start on Monday).",
                 html.Div(id="cost-time"),
-                extra=_bucket_control(query),
+                extra=_bucket_control(query, bucket),
             ),
         )
 

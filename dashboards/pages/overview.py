@@ -20,7 +20,7 @@ import dash
 import dash_mantine_components as dmc
 from dash import Dash, Input, Output, dcc, html
 
-from dashboards._charts import Fig, count, pct, usd
+from dashboards._charts import Fig, bucket_for, count, pct, usd
 from dashboards._moved import (
     change_count,
     change_money,
@@ -63,15 +63,6 @@ _WASTE_PARTS = (
 
 
 # -- the time axis: which bucket, which windows --------------------------------------------------------------------
-def bucket_for(span: timedelta) -> str:
-    """The trend's bucket for a selection ``span`` long: hours up to 3 days, days up to 120, weeks beyond."""
-    if span <= timedelta(days=3):
-        return "hour"
-    if span <= timedelta(days=120):
-        return "day"
-    return "week"
-
-
 def _utc(at: datetime) -> datetime:
     return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
@@ -89,7 +80,12 @@ def _span(store: ReadStore, filters: Filters, query: Mapping[str, Any], now: dat
     return extent.last_start - extent.first_start
 
 
-BUCKET_LENGTH = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(weeks=1)}
+BUCKET_LENGTH = {
+    "minute": timedelta(minutes=1),
+    "hour": timedelta(hours=1),
+    "day": timedelta(days=1),
+    "week": timedelta(weeks=1),
+}
 
 
 def comparison_windows(
@@ -109,7 +105,7 @@ def comparison_windows(
         return None
     first, last_task = _utc(extent.first_start), _utc(extent.last_start)
     end = max(last_task, _utc(extent.last_call_start or extent.last_start)) + timedelta(milliseconds=1)
-    bucket = bucket_for(last_task - first)
+    bucket = max(bucket_for(last_task - first), "hour", key=list(BUCKET_LENGTH).index)  # a minute is too short
     period = BUCKET_LENGTH[bucket]
     if last_task - first >= 2 * period:
         since = end - period

@@ -41,6 +41,7 @@ from taskcost.analytics._cache_tables import (
     prefix_tables,
     ttft_tables,
 )
+from taskcost.analytics._facts import check_bucket
 from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, TASK_DIMENSIONS, Filters, Sql, call_scope
 from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.analytics._rates import ModelRates, model_rates
@@ -68,8 +69,8 @@ _M = Decimal(1_000_000)
 
 class CacheOptions(Options):
     by: str | None = Field(None, description=f"Group by this dimension ({', '.join(DIMENSIONS)}); none: one row.")
-    bucket: Literal["hour", "day", "week"] | None = Field(
-        None, description="Also a time series with one row per hour, day or week (of each call's start)."
+    bucket: Literal["minute", "hour", "day", "week"] | None = Field(
+        None, description="Also a time series with one row per minute, hour, day or week (of each call's start)."
     )
     exact: bool = Field(
         False,
@@ -411,6 +412,7 @@ def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -
     if options.by is not None and options.by not in DIMENSIONS:
         raise UsageError(f"unknown dimension {options.by!r}: one of {', '.join(DIMENSIONS)}")
     by, bucket = options.by, options.bucket
+    check_bucket(store, filters, bucket)
     # a model's rates do not depend on which of its calls are looked at: learn them from the project's calls in the
     # window (a narrow filter, e.g. one task kind that never hit the cache, would otherwise lose the cache-read rate
     # its misses are priced at)

@@ -26,6 +26,7 @@ from pydantic import Field
 
 from taskcost._internal.lazy import np, pl
 from taskcost.analytics._answer import Answer, Table, frame
+from taskcost.analytics._facts import check_bucket
 from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, Filters, Sql, task_scope
 from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.analytics._rates import model_rates
@@ -70,8 +71,8 @@ class CostOptions(Options):
         description="Group by this dimension (kind, agent_version, model, engine_version, ...): one row per value; "
         "for a call dimension a task whose calls disagree is its own row, `mixed`.",
     )
-    bucket: Literal["hour", "day", "week"] | None = Field(
-        None, description="A time series: one row per hour, day or week (UTC) of the tasks' start."
+    bucket: Literal["minute", "hour", "day", "week"] | None = Field(
+        None, description="A time series: one row per minute, hour, day or week (UTC) of the tasks' start."
     )
     confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the intervals.")
     exact: bool = Field(
@@ -434,6 +435,7 @@ def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer
     by, bucket = options.by, options.bucket
     if by is not None and by not in DIMENSIONS:
         raise UsageError(f"by: unknown dimension {by!r} (one of: {', '.join(DIMENSIONS)})")
+    check_bucket(store, filters, bucket)
     scope = task_scope(filters, (by,) if by in CALL_DIMENSIONS else ())
     group = "CAST(NULL AS VARCHAR)" if by is None else by
     time = "CAST(NULL AS TIMESTAMP)" if bucket is None else f"date_trunc('{bucket}', start_time)"

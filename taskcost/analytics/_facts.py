@@ -7,13 +7,26 @@ One aggregate over ``tasks`` each (the roll-up: one row per task, whatever the n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from taskcost.analytics._answer import frame
 from taskcost.analytics._filters import Filters, Sql, call_scope, task_scope
+from taskcost.analytics._question import UsageError
 from taskcost.store import ReadStore
 
-__all__ = ["DEMO_SERVICE", "DataExtent", "DemoMarks", "data_extent", "demo_marks"]
+__all__ = [
+    "DEMO_SERVICE",
+    "MINUTE_BUCKETS_SPAN",
+    "DataExtent",
+    "DemoMarks",
+    "check_bucket",
+    "data_extent",
+    "demo_marks",
+]
+
+MINUTE_BUCKETS_SPAN = timedelta(days=7)
+"""A time series per minute covers at most this long a selection (10,080 rows a group): more is an answer nobody can
+read, built slowly."""
 
 DEMO_SERVICE = "taskcost-demo"
 """The ``service.name`` of every span ``taskcost demo`` sends (it also sends ``deployment.environment.name=demo``
@@ -44,6 +57,31 @@ def data_extent(store: ReadStore, filters: Filters, *, calls: bool = False) -> D
     sql += Sql(" AS last_call FROM scoped_tasks")
     row = frame(store, sql, filters).row(0, named=True)
     return DataExtent(int(row["tasks"]), row["first"], row["last"], row["last_call"])
+
+
+def _naive_utc(at: datetime) -> datetime:
+    return at if at.tzinfo is None else at.astimezone(UTC).replace(tzinfo=None)
+
+
+def check_bucket(store: ReadStore, filters: Filters, bucket: str | None) -> None:
+    """A usage error when ``bucket`` is ``minute`` and the selection spans more than ``MINUTE_BUCKETS_SPAN`` (from
+    ``since``, else the first selected task's start, to ``until``, else the last selected call's start)."""
+    if bucket != "minute":
+        return
+    if filters.since is not None and filters.until is not None:
+        first, last = _naive_utc(filters.since), _naive_utc(filters.until)
+    else:
+        extent = data_extent(store, filters, calls=True)
+        if extent.first_start is None or extent.last_start is None:
+            return
+        first = _naive_utc(filters.since) if filters.since is not None else extent.first_start
+        ends = [extent.last_start, extent.last_call_start or extent.last_start]
+        last = _naive_utc(filters.until) if filters.until is not None else max(ends)
+    if last - first > MINUTE_BUCKETS_SPAN:
+        raise UsageError(
+            f"bucket=minute: the selection spans {(last - first).days} days, more than "
+            f"{MINUTE_BUCKETS_SPAN.days} days of minutes; narrow it with since/until, or choose hour, day or week"
+        )
 
 
 @dataclass(frozen=True)

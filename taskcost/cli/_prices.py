@@ -272,26 +272,13 @@ def explain_cost(
     key: KeyOption = None,
 ) -> None:
     """Show how one call's cost was computed: the rates, the token counts, discounts and fees, the source."""
-    from taskcost.analytics import call_costs
+    from taskcost.analytics import explain_call
     from taskcost.cli._target import open_target
-    from taskcost.pricing import explain
 
     settings = settings_or_exit(db=db, url=url, key=key)
     with opened(lambda: open_target(settings.db, settings.url, settings.key)) as target:
-        found = call_costs(target, span_id, trace_id)
-    rows, tools = found.calls, found.tools
-    if not rows and tools:
-        for t in tools:
-            out.print(
-                f"tool call {t['span_id']} ({t['tool_name']}), task {t['task_id']}: cost {format_usd(t['cost_usd'])}, "
-                f"from {t['cost_source'] or 'nowhere (no cost given, no price in the book)'}",
-                highlight=False,
-            )
-        return
-    if not rows:
+        lines = explain_call(target, span_id, trace_id)  # the same lines as the dashboards' explain-cost
+    if not lines:
         raise fail(f"no call with span id {span_id}" + (f" in trace {trace_id}" if trace_id else ""))
-    for i, row in enumerate(rows):
-        if i:
-            out.print("")
-        for line in explain(row):
-            out.print(line, highlight=False, markup=False)
+    for line in lines:
+        out.print(line, highlight=False, markup=False)
