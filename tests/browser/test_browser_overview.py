@@ -7,9 +7,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, urlencode, urlparse
 
 import httpx
+import pytest
 
 from taskcost.analytics import format_usd
 from tests.browser.conftest import choose, open_page, settle, shot
@@ -98,6 +99,18 @@ def test_a_filter_moves_the_headline_to_the_librarys_figures_for_it(page: Any, d
     page.reload()
     settle(page)
     assert _headline(page) == after
+
+
+@pytest.mark.parametrize("key", ["model", "engine", "engine_version", "gpu_type", "cluster"])
+def test_each_filter_moves_the_headline_to_the_librarys_figures(page: Any, demo_server: Server, key: str) -> None:
+    """Every menu of the filter bar: its first value narrows the cards to what the library answers for it."""
+    open_page(page, demo_server, "/")
+    before = _headline(page)
+    value = choose(page, key)
+    assert urlencode({key: value}) in page.url
+    after = _headline(page)
+    assert after == _expected(demo_server, **{key: value})
+    assert after != before  # the demo's values each cover part of its traffic
 
 
 def test_what_moved_is_the_changes_questions_comparison(page: Any, demo_server: Server) -> None:
