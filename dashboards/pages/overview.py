@@ -9,6 +9,7 @@ the one before it; its table is drawn by ``dashboards._moved``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -20,7 +21,7 @@ import dash
 import dash_mantine_components as dmc
 from dash import Dash, Input, Output, dcc, html
 
-from dashboards._charts import Fig, bucket_for, count, pct, usd
+from dashboards._charts import Fig, bucket_for, bucket_of, count, pct, usd
 from dashboards._moved import (
     change_count,
     change_money,
@@ -34,6 +35,7 @@ from dashboards._moved import (
 )
 from dashboards._ui import (
     RANGES,
+    PageError,
     empty_state,
     filters_from_query,
     money,
@@ -44,7 +46,7 @@ from dashboards._ui import (
 from dashboards.app import PageContext
 from taskcost.analytics import QUESTIONS, Filters, ReadStore, data_extent, format_usd
 
-__all__ = ["bucket_for", "comparison_windows", "register"]
+__all__ = ["bucket_for", "comparison_windows", "register", "trend_bucket"]
 
 NAME = "overview"
 log = logging.getLogger(__name__)
@@ -78,6 +80,14 @@ def _span(store: ReadStore, filters: Filters, query: Mapping[str, Any], now: dat
     if extent.first_start is None or extent.last_start is None:
         return timedelta(0)
     return extent.last_start - extent.first_start
+
+
+def trend_bucket(store: ReadStore, query: Mapping[str, Any], now: datetime) -> str:
+    """The trends' bucket: the query's (the layout puts it there, once per render, so that the cards' callbacks do
+    not each measure the data's span), else the one that suits the selection's length."""
+    if query.get("bucket"):
+        return bucket_of(query)
+    return bucket_for(_span(store, filters_from_query(query, now=now), query, now))
 
 
 BUCKET_LENGTH = {
@@ -203,7 +213,7 @@ def headline(store: ReadStore, query: Mapping[str, Any], now: datetime) -> tuple
     """(message, one card per ``_COST_CARDS``, the trends' note, waste): the ``cost`` question with its trend per
     bucket."""
     filters = filters_from_query(query, now=now)
-    bucket = bucket_for(_span(store, filters, query, now))
+    bucket = trend_bucket(store, query, now)
     q = QUESTIONS["cost"]
     ans = q.run(store, filters, q.options(bucket=bucket)).to_json()
     s = ans["summary"]
@@ -333,7 +343,7 @@ def cache_card(store: ReadStore, query: Mapping[str, Any], now: datetime) -> Any
     """The cache card: hit rate of input tokens, what the cache saved, its trend. What misses cost needs a second pass
     over the calls: the Cache page measures it (linked), the overview does not wait for it."""
     filters = filters_from_query(query, now=now)
-    bucket = bucket_for(_span(store, filters, query, now))
+    bucket = trend_bucket(store, query, now)
     q = QUESTIONS["cache"]
     ans = q.run(store, filters, q.options(bucket=bucket, misses=False)).to_json()
     s = ans["summary"]
@@ -432,6 +442,10 @@ def moved(store: ReadStore, query: Mapping[str, Any], now: datetime) -> Any:
 def register(app: Dash, ctx: PageContext) -> None:
     def layout(**query: str) -> Any:
         cards = [html.Div(id=f"overview-{c}") for c in CARDS]
+        # the trends' bucket is measured once here, not by each card's callback; a bad value in the address is
+        # left to the callbacks, which say so
+        with contextlib.suppress(PageError):
+            query = {**query, "bucket": trend_bucket(ctx.store, query, datetime.now(UTC))}
         return page(
             NAME,
             "Overview",
