@@ -365,8 +365,8 @@ def cache_card(store: ReadStore, query: Mapping[str, Any], now: datetime) -> Any
         [
             f"of {s.get('input_tokens', 0):,} input tokens. Saved ",
             money(_dec(s.get("saved_usd"))),
-            f" ({cover}); what misses cost: ",
-            _link("/cache", "Cache page", query),
+            f" ({cover}). ",
+            _link("/cache", "What misses cost: the Cache page", query),
         ]
     )
     return _card("cache", "Cache hit rate", html.Span(pct(s.get("hit_rate")), className="tc-figure"), sub, trend)
