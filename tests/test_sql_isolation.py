@@ -285,6 +285,13 @@ OTHER_SHAPES = [
     "SELECT sql FROM duckdb_views()",
     'WITH "LLM_CALL_ROWS" AS (SELECT * FROM llm_calls) SELECT * FROM "llm_call_rows"',
     "SELECT * FROM (TABLE tasks) AS t",
+    # a lateral subquery looking for other projects' rows, an ASOF join across views, a union by name, a histogram
+    "SELECT t.project, x.n FROM tasks AS t, LATERAL (SELECT count(*) AS n FROM llm_calls AS c "
+    "WHERE c.project <> t.project) AS x",
+    "SELECT a.project, b.project AS other FROM tasks AS a ASOF JOIN llm_calls AS b "
+    "ON a.project <> b.project AND a.start_time >= b.start_time",
+    "SELECT project FROM tasks UNION ALL BY NAME SELECT project FROM spans",
+    "SELECT unnest(map_keys(histogram(project))) AS project FROM tool_calls",
 ]
 
 

@@ -373,13 +373,15 @@ def _usd(value: Decimal | None) -> str:
     return f"${value:,.2f}" if abs(value) >= Decimal("0.01") else f"${value:.6f}"
 
 
-def _headline(total: dict[str, Any]) -> str:
-    """E.g. ``hit rate 23.5% of 37,500 input tokens; saved $0.02, missed $0.03 (2 of 14 calls unpriced)``."""
+def _headline(total: dict[str, Any], misses: bool = True) -> str:
+    """E.g. ``hit rate 23.5% of 37,500 input tokens; saved $0.02, missed $0.03 (2 of 14 calls unpriced)``; without
+    ``misses`` (not measured), no missed figure."""
     if not total["input_tokens"]:
         return "no input tokens in the selection"
+    missed = f", missed {_usd(total['missed_usd'])}" if misses else ""
     text = (
         f"hit rate {total['hit_rate']:.1%} of {total['input_tokens']:,} input tokens; "
-        f"saved {_usd(total['saved_usd'])}, missed {_usd(total['missed_usd'])}"
+        f"saved {_usd(total['saved_usd'])}{missed}"
     )
     if total["unpriced_calls"]:
         text += f" ({total['unpriced_calls']:,} of {total['calls']:,} calls unpriced: tokens only)"
@@ -517,12 +519,7 @@ def _without_misses(
 
     totals = {**totals, **dict.fromkeys([*_UNMEASURED, "prefix_compared_calls", "prefix_breaks"]), "measured_calls": 0}
     totals["prefix_break_rate"] = None
-    input_tokens = totals["input_tokens"]
-    totals["headline"] = (
-        f"hit rate {totals['hit_rate']:.1%} of {input_tokens:,} input tokens; saved {_usd(totals['saved_usd'])}"
-        if input_tokens
-        else "no input tokens in the selection"
-    )
+    totals["headline"] = _headline(totals, misses=False)
     notes.append("misses, TTFT by hit rate and the prefix report were not measured (misses=false).")
     empty = pl.DataFrame()
     return CacheAnswer(

@@ -35,10 +35,10 @@ from taskcost._internal.lazy import np, pl
 from taskcost.analytics._answer import frame
 from taskcost.analytics._filters import Filters, Sql, utc_text
 from taskcost.analytics._rates import ModelRates, listed_rates
+from taskcost.pricing import format_usd
 from taskcost.store import ReadStore
 
 __all__ = [
-    "waste_notes",
     "COUNTS",
     "SAMPLE_ATTEMPTS",
     "Discounts",
@@ -49,6 +49,7 @@ __all__ = [
     "priced_misses",
     "sample_slices",
     "task_hash",
+    "waste_notes",
 ]
 
 SAMPLE_ATTEMPTS = 10_000
@@ -299,8 +300,6 @@ def priced_misses(df: pl.DataFrame, discounts: Discounts) -> pl.DataFrame:
 def waste_notes(t: dict[str, Any], slices: Slices | None, discounts: Discounts) -> list[str]:
     """The notes of a cost answer: coverage, tasks still running, how cache misses were measured and priced, and
     whether waste was sampled."""
-    from taskcost.pricing import format_usd
-
     attempts, unpriced = int(t["attempts"]), int(t["unpriced_calls"])
     notes = [
         f"coverage: {attempts - unpriced:,} of {attempts:,} call attempts of finished tasks priced"

@@ -82,17 +82,10 @@ FROM tasks {where} GROUP BY 1, 2 ORDER BY 1, 2
 """
 
 
-def _summary(rows: list[OutcomeRow]) -> TaskSummary:
-    """One project's tasks by outcome, summed as ``analytics.task_summary`` sums them (all spend / completed)."""
-    from taskcost.analytics import summarise_outcomes
-
-    return summarise_outcomes(rows)
-
-
 def project_summaries(target: ReadStore, project: str | None = None) -> dict[str, TaskSummary]:
     """Tasks by outcome and the cost per completed task, per project (only ``project``'s, when given): projects
     are never added together. A read key's server answers for its own project only."""
-    from taskcost.analytics import OutcomeRow
+    from taskcost.analytics import OutcomeRow, summarise_outcomes
 
     where, params = ("WHERE project = ?", [project]) if project is not None else ("", [])
     by: dict[str, list[OutcomeRow]] = {}
@@ -107,7 +100,7 @@ def project_summaries(target: ReadStore, project: str | None = None) -> dict[str
                 unpriced_calls=int(r["unpriced_calls"] or 0),
             )
         )
-    return {name: _summary(rows) for name, rows in by.items()}
+    return {name: summarise_outcomes(rows) for name, rows in by.items()}
 
 
 @app.command()
