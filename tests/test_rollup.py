@@ -93,7 +93,7 @@ def histories(draw: st.DrawFn) -> list[list[tuple[str, list[tuple[Any, SpanRecor
                 call_id=draw(st.sampled_from(["c1", "c2", "c3", f"own-{i}"])),
                 attempt=draw(st.integers(1, 3)),
                 response_id=draw(st.sampled_from([None, "r1", "r2", "r3"])),
-                minute=draw(st.integers(0, 50)),
+                minute=draw(st.integers(0, 150)),  # up to three hours: the hourly roll-up's keys
                 model=draw(st.sampled_from(["gpt-4o", "gpt-4o-mini", "no-such-model-anywhere"])),
                 status=draw(st.sampled_from(["ok", "ok", "error"])),
                 input_tokens=draw(st.sampled_from([None, 10, 2000])),
@@ -102,7 +102,10 @@ def histories(draw: st.DrawFn) -> list[list[tuple[str, list[tuple[Any, SpanRecor
             outcome = draw(st.sampled_from(["completed", "failed", "abandoned"]))
             minute = draw(st.integers(1, 500)) * 100 + i  # task spans end at distinct times (arg_max: no ties)
             start = draw(st.integers(0, 50))
-            rec = task_row(f"s{i:03d}", task=task, trace=trace, outcome=outcome, minute=minute, start_minute=start)
+            golden = draw(st.booleans())
+            rec = task_row(
+                f"s{i:03d}", task=task, trace=trace, outcome=outcome, minute=minute, start_minute=start, golden=golden
+            )
         else:
             cost = draw(st.sampled_from([None, Decimal("0.005"), Decimal("0.125")]))
             rec = tool_row(f"s{i:03d}", task=task, trace=trace, cost=cost)
@@ -136,6 +139,7 @@ def test_the_rollup_equals_a_from_scratch_aggregation_over_any_commits(
         tasks = assert_exact(store)
         store.fold_rollups()
         assert store.admin_query("SELECT count(*) FROM task_rollup_delta").rows == [(0,)]
+        assert store.admin_query("SELECT count(*) FROM call_hours_delta").rows == [(0,)]
         assert assert_exact(store) == tasks
         store.rebuild_rollups()  # from scratch, by the store: the same
         assert assert_exact(store) == tasks
@@ -206,3 +210,46 @@ def test_migration_0006_converts_an_existing_database(tmp_path: Path) -> None:
         [(calls,)] = store.query("SELECT llm_calls FROM tasks WHERE project = 'p0' AND task_id = 'task-0'").rows
         assert calls == next(r[7] for r in old_tasks if r[:2] == ("p0", "task-0"))
         assert_exact(store)
+
+
+# -- migrations 0011 and 0012 over a database as 0010 left it ---------------------------------------------------
+def test_migrations_0011_and_0012_carry_golden_tasks_and_hourly_calls_over(tmp_path: Path) -> None:
+    import duckdb
+
+    from taskcost.store._migrations import _ROLLUPS
+    from taskcost.store._migrations_analytics import latest_view, task_dimensions_0010
+
+    db = tmp_path / "old.duckdb"
+    records = [
+        llm("a1", task="gold", minute=5, response_id="r1"),
+        llm("a1-again", task="gold", minute=6, response_id="r1"),  # a duplicate: not counted anywhere
+        llm("a2", task="gold", minute=65, status="error"),
+        llm("b1", task="plain", minute=130, model="no-such-model-anywhere"),
+        task_row("g", task="gold", golden=True, minute=70),
+        task_row("p", task="plain", minute=140),
+    ]
+    with DuckDBStore.open(db) as store:
+        store.write(batch(records, 1))
+        want = assert_exact(store)
+    # as 0010 left it: no golden column in the roll-up, no hourly roll-up, 0010's tasks view
+    con = duckdb.connect(str(db))
+    for t in ("task_rollup", "task_rollup_delta"):
+        con.execute(f"ALTER TABLE {t} DROP COLUMN golden")
+    con.execute("DROP VIEW llm_call_hours")
+    con.execute("DROP TABLE call_hours")
+    con.execute("DROP TABLE call_hours_delta")
+    con.execute(latest_view(task_dimensions_0010(_ROLLUPS), "tasks"))
+    con.execute("DELETE FROM schema_migrations WHERE name >= '0011'")
+    con.close()
+
+    with DuckDBStore.open(db) as store:
+        assert assert_exact(store) == want
+        assert store.query("SELECT task_id, golden FROM tasks ORDER BY 1").rows == [("gold", True), ("plain", False)]
+        hours = store.query("SELECT hour, model, priced, attempts, errors FROM llm_call_hours ORDER BY 1").rows
+        at = T0.replace(tzinfo=None, minute=0, second=0, microsecond=0)
+        assert [(h - at).total_seconds() / 3600 for h, *_ in hours] == [0, 1, 2]
+        assert [tuple(r[1:]) for r in hours] == [
+            ("gpt-4o", True, 1, 0),
+            ("gpt-4o", True, 1, 1),
+            ("no-such-model-anywhere", False, 1, 0),
+        ]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskcost.store._migrations_analytics import analytics_columns_0009, task_dimensions_0010
+from taskcost.store._migrations_rollups import call_hours_0012, task_golden_0011
 
 __all__ = ["MIGRATIONS", "Migration", "apply_migrations", "pending_migrations"]
 
@@ -539,6 +540,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0008_dedupe_window", _DEDUPE_WINDOW),
     Migration("0009_prompt_fingerprint_and_golden_tasks", analytics_columns_0009(_ROLLUPS)),
     Migration("0010_task_call_dimensions", task_dimensions_0010(_ROLLUPS)),
+    Migration("0011_golden_in_the_task_rollup", task_golden_0011(_ROLLUPS)),
+    Migration("0012_hourly_call_rollup", call_hours_0012()),
 )
 
 _LEDGER = """

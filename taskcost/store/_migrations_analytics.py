@@ -7,16 +7,16 @@ this module does not import the migration list) with the columns the questions r
 
 from __future__ import annotations
 
-__all__ = ["TASK_DIMENSIONS_0010", "analytics_columns_0009", "task_dimensions_0010"]
+__all__ = ["TASK_DIMENSIONS_0010", "analytics_columns_0009", "latest_view", "task_dimensions_0010", "with_replaced"]
 
 
-def _latest_view(sql: str, name: str) -> str:
+def latest_view(sql: str, name: str) -> str:
     """The last ``CREATE OR REPLACE VIEW <name>`` statement in a migration's text (a later one extends it)."""
     start = sql.rindex(f"CREATE OR REPLACE VIEW {name} AS")
     return sql[start : sql.index(";", start) + 1]
 
 
-def _extended(view: str, old: str, new: str) -> str:
+def with_replaced(view: str, old: str, new: str) -> str:
     assert view.count(old) == 1, old
     return view.replace(old, new)
 
@@ -37,9 +37,9 @@ TASK_DIMENSIONS_0010 = {
 
 
 def _tasks_0009(rollups: str) -> str:
-    return _extended(
-        _extended(
-            _latest_view(rollups, "tasks"),
+    return with_replaced(
+        with_replaced(
+            latest_view(rollups, "tasks"),
             "harness_version, agent_name, agent_version, conversation_id, service_name\nFROM r;",
             "harness_version, agent_name, agent_version, conversation_id, service_name,\n"
             "    coalesce(g.golden, FALSE) AS golden\n"
@@ -53,15 +53,15 @@ def _tasks_0009(rollups: str) -> str:
 
 def analytics_columns_0009(rollups: str) -> str:
     """Migration 0009's SQL, from migration 0006's (``rollups``: its views are extended)."""
-    calls = _extended(
-        _latest_view(rollups, "llm_calls"),
+    calls = with_replaced(
+        latest_view(rollups, "llm_calls"),
         "container_image_name, container_image_tags, k8s_cluster_name, cloud_region\n",
         "container_image_name, container_image_tags, k8s_cluster_name, cloud_region,\n"
         "    prompt_chars, stable_prefix_chars, prefix_break_block, prefix_break_kind\n",
     )
-    tasks = _extended(
-        _extended(
-            _latest_view(rollups, "tasks"),
+    tasks = with_replaced(
+        with_replaced(
+            latest_view(rollups, "tasks"),
             "harness_version, agent_name, agent_version, conversation_id, service_name\nFROM r;",
             "harness_version, agent_name, agent_version, conversation_id, service_name,\n"
             "    coalesce(g.golden, FALSE) AS golden\n"
@@ -90,10 +90,10 @@ def task_dimensions_0010(rollups: str) -> str:
     """Migration 0010's SQL, from migration 0006's (``rollups``: the tasks view of 0009 is extended)."""
     tasks_0009 = _tasks_0009(rollups)
     _DIMS = tuple(TASK_DIMENSIONS_0010)
-    tasks = _extended(
-        _extended(
-            _extended(
-                _extended(
+    tasks = with_replaced(
+        with_replaced(
+            with_replaced(
+                with_replaced(
                     tasks_0009,
                     "        sum(tool_cost_usd) AS tool_cost_usd\n    FROM task_rollup_delta GROUP BY tk",
                     "        sum(tool_cost_usd) AS tool_cost_usd,\n"

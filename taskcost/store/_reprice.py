@@ -52,7 +52,7 @@ from taskcost.pricing import (
     allocation_range,
     pricing_inputs,
 )
-from taskcost.store import _rollup
+from taskcost.store import _hours, _rollup
 from taskcost.store._base import AllocationDue
 from taskcost.store._rows import PRICE_COLUMNS, price_row, usage_of
 from taskcost.store._sql import count, transaction
@@ -72,6 +72,7 @@ _NEW_SCHEMA = pa.schema(
     ]
 )
 _SET = ", ".join(f"{c} = n.{c}" for c in PRICE_COLUMNS)
+_RETURNED = ", ".join(f"c.{c}" for c in ("trace_id", "span_id", "duplicate", *_hours.CALL_COLUMNS))
 _OLD = ", ".join(f"c.{c} AS old_{c}" for c in PRICE_COLUMNS if c != "priced_at_ns")
 _MAX_WINDOWS_SHOWN = 24
 _CHECKPOINT_PAGES = 10  # try a CHECKPOINT after this many committed pages: it writes out the updates held in memory
@@ -115,14 +116,20 @@ def _apply(cur: duckdb.DuckDBPyConnection, rows: list[tuple[Any, ...]]) -> None:
     table = pa.Table.from_pylist([dict(zip(_NEW_SCHEMA.names, r, strict=True)) for r in rows], schema=_NEW_SCHEMA)
     cur.register("_taskcost_repriced", table)
     try:
-        cur.execute(
+        # the rows as changed, for the hourly roll-up (a DML relation runs once, here: its rows are kept)
+        changed = cur.sql(
             f"UPDATE llm_call_rows AS c SET {_SET} FROM _taskcost_repriced AS n "
-            "WHERE c.project = n.project AND c.trace_id = n.trace_id AND c.span_id = n.span_id"
-        )
+            "WHERE c.project = n.project AND c.trace_id = n.trace_id AND c.span_id = n.span_id "
+            f"RETURNING {_RETURNED}"
+        ).to_arrow_table()
         _rollup.adjust_tasks(cur, "_taskcost_repriced", "llm")
+        if changed.num_rows:
+            cur.register("_taskcost_changed", changed)
+            _hours.adjust_hours(cur, "_taskcost_changed", "_taskcost_repriced")
     finally:  # (after a failed statement the transaction is aborted: keep its error, not the unregister's)
-        with contextlib.suppress(duckdb.Error):
-            cur.unregister("_taskcost_repriced")
+        for name in ("_taskcost_repriced", "_taskcost_changed"):
+            with contextlib.suppress(duckdb.Error):
+                cur.unregister(name)
 
 
 _API_CALLS = "c.deployment IS DISTINCT FROM 'self_hosted'"

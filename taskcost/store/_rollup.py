@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import duckdb
 
-from taskcost.store import _dedupe
+from taskcost.store import _dedupe, _hours
 from taskcost.store._dedupe import RESPONSE_KEY
 from taskcost.store._migrations_analytics import TASK_DIMENSIONS_0010
 from taskcost.store._sql import count
@@ -81,7 +81,8 @@ _TASKS = """
         any_value(agent_name) AS agent_name,
         any_value(agent_version) AS agent_version,
         any_value(conversation_id) AS conversation_id,
-        any_value(service_name) AS service_name
+        any_value(service_name) AS service_name,
+        coalesce(bool_or(golden), FALSE) AS golden
     FROM {src} GROUP BY project, task_id"""
 _TOOLS = """
     SELECT project, task_id,
@@ -116,6 +117,7 @@ def _per_task(calls: str | None, tasks: str | None, tools: str | None) -> str | 
     c, t, tl = bool(calls), bool(tasks), bool(tools)
     cols = [f"{TASK_KEY} AS tk", "project", "task_id"]
     cols += [f"t.{x}" if t else f"NULL AS {x}" for x in _TASK_COLS]
+    cols.append("coalesce(t.golden, FALSE) AS golden" if t else "FALSE AS golden")
     cols.append("coalesce(c.call_ids, []::UBIGINT[]) AS call_ids" if c else "[]::UBIGINT[] AS call_ids")
     cols += [f"coalesce(c.{x}, 0) AS {x}" if c else f"0 AS {x}" for x in _CALL_COUNTS]
     cols += [f"c.{x}" if c else f"NULL::BIGINT AS {x}" for x in (*_CALL_SUMS, "call_start_ns", "call_end_ns")]
@@ -187,7 +189,7 @@ _DELTA = (
     + ", ".join(f"sum({c})::BIGINT AS {c}" for c in (*_CALL_COUNTS, *_TOOL_COUNTS, *_CALL_SUMS))
     + ", "
     + ", ".join(f"sum({c}) AS {c}" for c in _MONEY)
-    + ", min(call_start_ns) AS call_start_ns, max(call_end_ns) AS call_end_ns, "
+    + ", min(call_start_ns) AS call_start_ns, max(call_end_ns) AS call_end_ns, bool_or(golden) AS golden, "
     + ", ".join(f"min({d}_min) AS {d}_min, max({d}_max) AS {d}_max" for d in _DIMS)
     + " FROM task_rollup_delta GROUP BY tk"
 )
@@ -203,6 +205,7 @@ _MERGE = ", ".join(
         "call_end_ns = greatest(b.call_end_ns, d.call_end_ns)",
         f"call_ids = list_concat(b.call_ids, {_NEW_IDS})",
         f"llm_calls = b.llm_calls + len({_NEW_IDS})",
+        "golden = coalesce(b.golden, FALSE) OR coalesce(d.golden, FALSE)",
     ]
     + [f"{c} = b.{c} + d.{c}" for c in _ADDED]
     + [f"{c} = coalesce(b.{c} + d.{c}, b.{c}, d.{c})" for c in _CALL_SUMS]
@@ -267,3 +270,4 @@ def rebuild(cur: duckdb.DuckDBPyConnection, window: int) -> None:
         "INSERT INTO task_rollup BY NAME SELECT * REPLACE (list_distinct(call_ids) AS call_ids), "
         f"list_unique(call_ids) AS llm_calls FROM ({select})"
     )
+    _hours.rebuild_hours(cur)

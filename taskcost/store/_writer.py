@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from taskcost.store import _dedupe, _rollup
+from taskcost.store import _dedupe, _hours, _rollup
 from taskcost.store._base import CommitInfo, StoreBusyError, StoreUnavailableError
 from taskcost.store._rows import TABLES, PreparedBatch
 from taskcost.store._spool import (
@@ -282,6 +282,8 @@ class Writer:
                 with_id = None if only_new else rows.num_rows - rows.column("response_id").null_count
                 calls = _rollup.insert_calls(cur, sources["llm_call_rows"], with_id)
             _rollup.add_to_tasks(cur, calls, sources.get("task_rows"), sources.get("tool_call_rows"))
+            if calls is not None:
+                _hours.add_to_hours(cur, calls)
             if calls not in (None, sources.get("llm_call_rows")):
                 _rollup.drop_stage(cur)
             if only_new:
@@ -483,6 +485,7 @@ class Writer:
             self._insert_all(cur, data, only_new=new < n_spans)
         cur.execute("DROP TABLE IF EXISTS _taskcost_new")
         _rollup.fold(cur, fold_rows)
+        _hours.fold_hours(cur, fold_rows)
         if seq:  # the spool records up to here are stored: a restart replays what follows
             cur.execute("INSERT INTO spool_commits VALUES (?)", [seq])
         cur.execute("COMMIT")

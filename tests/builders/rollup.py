@@ -98,14 +98,31 @@ QUALIFY response_id IS NULL
     OR row_number() OVER (PARTITION BY project, trace_id, response_id ORDER BY received_ns, span_id) = 1
 ORDER BY 1, 2, 3
 """
+_HOUR_KEY = (
+    "project, hour, provider, model, deployment, engine, engine_version, quantization, gpu_type, cluster_id, priced"
+)
+_HOUR_COLUMNS = _HOUR_KEY + (
+    ", attempts, errors, cost_usd, input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens"
+)
+REFERENCE_HOURS = """
+SELECT project, date_trunc('hour', start_time) AS hour, provider, model, deployment, engine, engine_version,
+    quantization, gpu_type, cluster_id, cost_usd IS NOT NULL AS priced,
+    count(*) AS attempts, count(*) FILTER (WHERE status = 'error') AS errors, sum(cost_usd) AS cost_usd,
+    coalesce(sum(input_tokens), 0) AS input_tokens, coalesce(sum(cache_read_tokens), 0) AS cache_read_tokens,
+    coalesce(sum(cache_write_tokens), 0) AS cache_write_tokens, coalesce(sum(output_tokens), 0) AS output_tokens,
+    coalesce(sum(reasoning_tokens), 0) AS reasoning_tokens
+FROM llm_calls GROUP BY ALL ORDER BY ALL
+"""
 
 
 def assert_exact(store: DuckDBStore) -> list[tuple[Any, ...]]:
-    """``tasks`` and ``llm_calls`` equal the from-scratch aggregation; returns the tasks rows."""
+    """``tasks``, ``llm_calls`` and ``llm_call_hours`` equal the from-scratch aggregation; returns the tasks rows."""
     tasks = store.query("SELECT * FROM tasks ORDER BY project, task_id").rows
     assert tasks == store.admin_query(REFERENCE_TASKS).rows
     calls = store.query("SELECT project, trace_id, span_id FROM llm_calls ORDER BY 1, 2, 3").rows
     assert calls == store.admin_query(REFERENCE_CALLS).rows
+    hours = store.query(f"SELECT {_HOUR_COLUMNS} FROM llm_call_hours ORDER BY ALL").rows
+    assert hours == store.admin_query(REFERENCE_HOURS).rows
     return tasks
 
 
@@ -141,11 +158,14 @@ def task_row(
     minute: int = 0,
     trace: str = "t1",
     start_minute: int = 0,
+    golden: bool = False,
 ) -> tuple[TaskRecord, SpanRecord]:
     start = ns(T0 + timedelta(minutes=start_minute))
     end = ns(T0 + timedelta(minutes=minute, seconds=30))
     kind = f"kind-of-{task}"  # a task's context is the same on all its spans (any_value picks one)
-    record = TaskRecord(trace, span_id, task, kind, outcome, start, end, "ok", None, "h1", None, None, None, "agent")
+    record = TaskRecord(
+        trace, span_id, task, kind, outcome, start, end, "ok", None, "h1", None, None, None, "agent", golden
+    )
     return record, _span(trace, span_id, start, end)
 
 
