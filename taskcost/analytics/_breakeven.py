@@ -5,12 +5,12 @@ Both directions from one traffic profile: API calls are priced at their own mode
 would cost; self-hosted calls are priced at the API model they would move to (``--api-model``; by default the same
 model name at an API's rates) and asked the same. Traffic a rate cannot price is left out of both sides and counted.
 
-Three queries, plain aggregates over ``call_scope``: the hourly traffic (tokens by provider, model, deployment and
-hour), the rates (``model_rates``: each model's latest per-token rates in the project), and, unless a throughput is
-given, the self-hosted calls' busy time in their busiest hours (the union of in-flight intervals per cluster: a
-running ``max(end_time)`` window over the calls by start). Dialect notes for another store: ``date_trunc('hour', t)``
-and ``date_diff('microsecond', a, b)`` are also ClickHouse functions (``dateTrunc``, ``dateDiff``);
-``arg_max(x, t) FILTER (WHERE c)`` is ClickHouse's ``argMaxIf(x, t, c)``.
+Three queries, plain aggregates: the hourly traffic (tokens by provider, model, deployment and hour, over
+``hours_scope``: the hourly call roll-up), and over ``call_scope`` the rates (``model_rates``: each model's latest
+per-token rates in the project) and, unless a throughput is given, the self-hosted calls' busy time in their busiest
+hours (the union of in-flight intervals per cluster: a running ``max(end_time)`` window over the calls by start).
+Dialect notes for another store: ``date_trunc('hour', t)`` and ``date_diff('microsecond', a, b)`` are also ClickHouse
+functions (``dateTrunc``, ``dateDiff``); ``arg_max(x, t) FILTER (WHERE c)`` is ClickHouse's ``argMaxIf(x, t, c)``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from taskcost.analytics._breakeven_model import (
     sensitivity_frame,
     verdict,
 )
-from taskcost.analytics._filters import Filters, Sql, call_scope
+from taskcost.analytics._filters import Filters, Sql, call_scope, hours_scope
 from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.analytics._rates import UNITS, ModelRates, completed_rates, listed_rates, model_rates
 from taskcost.store import ReadStore
@@ -180,15 +180,15 @@ class BreakevenAnswer(Answer):
 _TRAFFIC = """
 SELECT provider, model,
        CASE WHEN deployment = 'self_hosted' THEN 'self_hosted' ELSE 'api' END AS deployment,
-       date_trunc('hour', start_time) AS hour,
-       count(*) AS calls,
-       count(cost_usd) AS priced_calls,
+       hour,
+       sum(attempts)::BIGINT AS calls,
+       coalesce(sum(attempts) FILTER (WHERE priced), 0)::BIGINT AS priced_calls,
        sum(cost_usd) AS cost_usd,
        coalesce(sum(input_tokens), 0)::BIGINT AS input_tokens,
        coalesce(sum(cache_read_tokens), 0)::BIGINT AS cache_read_tokens,
        coalesce(sum(cache_write_tokens), 0)::BIGINT AS cache_write_tokens,
        coalesce(sum(output_tokens), 0)::BIGINT AS output_tokens
-FROM scoped_calls
+FROM scoped_hours
 GROUP BY 1, 2, 3, 4
 """
 
@@ -286,7 +286,7 @@ def _traffic(
     store: ReadStore, filters: Filters, options: BreakevenOptions
 ) -> tuple[pl.DataFrame, Profile | None, pl.DataFrame]:
     """The hourly traffic: per model (the ``traffic`` table) and, over the models an API rate prices, the profile."""
-    hourly = frame(store, Sql("WITH ") + call_scope(filters) + Sql(_TRAFFIC), filters)
+    hourly = frame(store, Sql("WITH ") + hours_scope(filters) + Sql(_TRAFFIC), filters)
     keys = ["provider", "model", "deployment"]
     if hourly.is_empty():
         return hourly, None, pl.DataFrame()

@@ -42,7 +42,15 @@ from taskcost.analytics._cache_tables import (
     ttft_tables,
 )
 from taskcost.analytics._facts import check_bucket
-from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, TASK_DIMENSIONS, Filters, Sql, call_scope
+from taskcost.analytics._filters import (
+    CALL_DIMENSIONS,
+    DIMENSIONS,
+    TASK_DIMENSIONS,
+    Filters,
+    Sql,
+    call_scope,
+    hours_scope,
+)
 from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.analytics._rates import ModelRates, model_rates
 from taskcost.store import ReadStore
@@ -152,6 +160,17 @@ FROM scoped_calls AS c
 GROUP BY grp, bucket, c.provider, c.model, self_hosted
 """
 
+# The same from the calls added up per hour (``hours_scope``: the hourly roll-up), for any bucket but minutes.
+_HOURLY_TOTALS = """
+SELECT {grp} AS grp, {bucket} AS bucket, c.provider, c.model,
+    coalesce(c.deployment = 'self_hosted', FALSE) AS self_hosted,
+    CAST(sum(c.attempts) AS BIGINT) AS calls,
+    CAST(sum(c.input_tokens) AS BIGINT) AS input_tokens,
+    CAST(sum(c.cache_read_tokens) AS BIGINT) AS cache_read_tokens
+FROM scoped_hours AS c
+GROUP BY grp, bucket, c.provider, c.model, self_hosted
+"""
+
 # Each (sampled) call's repeated prefix: measured by the fingerprint, or (no fingerprint) estimated from the previous
 # call of its (provider, model) in the task (by start time; on a tie the smaller prompt first), which only the calls
 # without a fingerprint need a window for. The sampled calls are read once (the columns every call needs: a column
@@ -249,7 +268,10 @@ def _task_valued(by: str | None) -> bool:
 def _totals_sql(filters: Filters, by: str | None, bucket: str | None) -> Sql:
     # no join with the tasks: a task's value is grouped on in the per-call query (at 10M calls, the join is a second)
     grp = "CAST(NULL AS VARCHAR)" if _task_valued(by) else _group_column(by)
-    return Sql("WITH ") + call_scope(filters) + Sql(_TOTALS.format(grp=grp, bucket=_bucket_column(bucket)))
+    if bucket == "minute":  # finer than the hourly roll-up: the calls themselves
+        return Sql("WITH ") + call_scope(filters) + Sql(_TOTALS.format(grp=grp, bucket=_bucket_column(bucket)))
+    hourly = "CAST(NULL AS TIMESTAMP)" if bucket is None else f"date_trunc('{bucket}', c.hour)"
+    return Sql("WITH ") + hours_scope(filters) + Sql(_HOURLY_TOTALS.format(grp=grp, bucket=hourly))
 
 
 def _per_call_sql(filters: Filters, by: str | None, bucket: str | None, threshold: int | None) -> Sql:

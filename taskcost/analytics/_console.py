@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 RELATIONS: tuple[str, ...] = (*VIEWS, "spans")
-"""What user SQL may read (docs/schema.md): the three views and the raw ``spans``."""
+"""What user SQL may read (docs/schema.md): the views and the raw ``spans``."""
 
 _NS = 1_000_000_000
 

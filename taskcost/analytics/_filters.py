@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,11 +25,13 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "CALL_DIMENSIONS",
     "DIMENSIONS",
+    "HOUR_COLUMNS",
     "MIXED",
     "TASK_DIMENSIONS",
     "Filters",
     "Sql",
     "call_scope",
+    "hours_scope",
     "task_scope",
     "utc_text",
 ]
@@ -158,21 +160,88 @@ def task_scope(filters: Filters, dimensions: Sequence[str] = (), name: str = "sc
     return Sql(f"{name} AS (") + body + Sql(")")
 
 
-def call_scope(filters: Filters, name: str = "scoped_calls") -> Sql:
-    """A CTE (``<name> AS (...)``) of the selected LLM call attempts (``llm_calls`` columns): call dimensions and the
-    time range (the call's start) on the call itself; task dimensions (and ``golden``) through its task."""
-    conds = [Sql(f"c.{CALL_DIMENSIONS[d]} = ?", [v]) for d, v in filters.call_values().items()]
-    conds += _time("c.start_time", filters)
-    if filters.project is not None:
-        conds.append(Sql("c.project = ?", [filters.project]))
+def _by_task(filters: Filters) -> list[Sql]:
+    """The conditions a call meets through its task (task dimensions but the project, and ``golden``)."""
     task_only = filters.model_copy(
         update={"since": None, "until": None, "project": None, **dict.fromkeys(CALL_DIMENSIONS)}
     )
-    tconds = _task_conditions(task_only, "t")
+    return _task_conditions(task_only, "t")
+
+
+def _call_conditions(filters: Filters, *, time: bool = True) -> list[Sql]:
+    conds = [Sql(f"c.{CALL_DIMENSIONS[d]} = ?", [v]) for d, v in filters.call_values().items()]
+    if time:
+        conds += _time("c.start_time", filters)
+    if filters.project is not None:
+        conds.append(Sql("c.project = ?", [filters.project]))
+    tconds = _by_task(filters)
     if tconds:
         conds.append(
             Sql("EXISTS (SELECT 1 FROM tasks AS t WHERE t.project = c.project AND t.task_id = c.task_id AND ")
             + _where(tconds)
             + Sql(")")
         )
-    return Sql(f"{name} AS (SELECT c.* FROM llm_calls AS c WHERE ") + _where(conds) + Sql(")")
+    return conds
+
+
+def call_scope(filters: Filters, name: str = "scoped_calls") -> Sql:
+    """A CTE (``<name> AS (...)``) of the selected LLM call attempts (``llm_calls`` columns): call dimensions and the
+    time range (the call's start) on the call itself; task dimensions (and ``golden``) through its task."""
+    return Sql(f"{name} AS (SELECT c.* FROM llm_calls AS c WHERE ") + _where(_call_conditions(filters)) + Sql(")")
+
+
+HOUR_COLUMNS = (
+    "project, hour, provider, model, deployment, engine, engine_version, quantization, gpu_type, cluster_id, priced, "
+    "attempts, errors, cost_usd, input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens"
+)
+"""The columns of ``llm_call_hours``, which ``hours_scope`` gives."""
+_TOKENS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens")
+# one call as a row of llm_call_hours
+_CALL_AS_HOUR = (
+    "c.project, date_trunc('hour', c.start_time) AS hour, c.provider, c.model, c.deployment, c.engine, "
+    "c.engine_version, c.quantization, c.gpu_type, c.cluster_id, c.cost_usd IS NOT NULL AS priced, 1 AS attempts, "
+    "CASE WHEN c.status = 'error' THEN 1 ELSE 0 END AS errors, c.cost_usd, "
+    + ", ".join(f"coalesce(c.{t}, 0) AS {t}" for t in _TOKENS)
+)
+_HOUR = timedelta(hours=1)
+
+
+def _naive(at: datetime) -> datetime:
+    return at if at.tzinfo is None else at.astimezone(UTC).replace(tzinfo=None)
+
+
+def _floor_hour(at: datetime) -> datetime:
+    return at.replace(minute=0, second=0, microsecond=0)
+
+
+def hours_scope(filters: Filters, name: str = "scoped_hours") -> Sql:
+    """A CTE (``<name> AS (...)``) of the selected call attempts added up per hour, in the columns of
+    ``llm_call_hours`` (``HOUR_COLUMNS``; a key may repeat: sum the rows), for questions of traffic and spend that need
+    no single call. The whole hours between ``since`` and ``until`` are read from ``llm_call_hours`` (a row per hour
+    and key); the calls of a partial hour at either end are read one by one from ``llm_calls``, as are all of them when
+    a task dimension or ``golden`` selects (the hourly roll-up does not know a call's task). Selects exactly the calls
+    of ``call_scope``."""
+
+    def calls(conds: list[Sql]) -> Sql:
+        return Sql(f"SELECT {_CALL_AS_HOUR} FROM llm_calls AS c WHERE ") + _where(conds)
+
+    if _by_task(filters):
+        body = calls(_call_conditions(filters))
+        return Sql(f"{name} AS (") + body + Sql(")")
+    dims = _call_conditions(filters, time=False)
+    since = None if filters.since is None else _naive(filters.since)
+    until = None if filters.until is None else _naive(filters.until)
+    lo = None if since is None else (since if since == _floor_hour(since) else _floor_hour(since) + _HOUR)
+    hi = None if until is None else _floor_hour(until)
+    if lo is not None and hi is not None and lo >= hi:  # no whole hour
+        body = calls(_call_conditions(filters))
+        return Sql(f"{name} AS (") + body + Sql(")")
+    whole = [Sql("c.hour >= CAST(? AS TIMESTAMP)", [utc_text(lo)])] if lo is not None else []
+    whole += [Sql("c.hour < CAST(? AS TIMESTAMP)", [utc_text(hi)])] if hi is not None else []
+    body = Sql(f"SELECT {HOUR_COLUMNS} FROM llm_call_hours AS c WHERE ") + _where(dims + whole)
+    edges = [(since, lo), (hi, until)]
+    for start, end in edges:
+        if start is not None and end is not None and start < end:
+            span = filters.model_copy(update={"since": start, "until": end})
+            body += Sql(" UNION ALL ") + calls(_call_conditions(span))
+    return Sql(f"{name} AS (") + body + Sql(")")

@@ -32,7 +32,7 @@ from pydantic import Field
 
 from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
-from taskcost.analytics._filters import CALL_DIMENSIONS, MIXED, Filters, Sql, call_scope, task_scope
+from taskcost.analytics._filters import CALL_DIMENSIONS, MIXED, Filters, Sql, hours_scope, task_scope
 from taskcost.analytics._question import Options, Question
 from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, stats, wilson_ci
 from taskcost.store import ReadStore
@@ -99,13 +99,13 @@ class PerTokenAnswer(Answer):
 # -- SQL ------------------------------------------------------------------------------------------------------------
 _CALLS = """
 SELECT {col} AS value,
-       CASE WHEN cost_usd IS NULL THEN 1 ELSE 0 END AS unpriced,
-       count(*) AS attempts,
+       CASE WHEN priced THEN 0 ELSE 1 END AS unpriced,
+       CAST(sum(attempts) AS BIGINT) AS attempts,
        sum(cost_usd) AS spend_usd,
        CAST(coalesce(sum(input_tokens), 0) AS BIGINT) AS input_tokens,
        CAST(coalesce(sum(output_tokens), 0) AS BIGINT) AS output_tokens
-FROM scoped_calls
-GROUP BY {col}, CASE WHEN cost_usd IS NULL THEN 1 ELSE 0 END
+FROM scoped_hours
+GROUP BY {col}, priced
 """
 
 _TASKS = """
@@ -123,7 +123,7 @@ def _call_groups(store: ReadStore, filters: Filters, by: str) -> pl.DataFrame:
     """Per group: call attempts, priced ones, their spend and tokens, and the unpriced ones' tokens. The SQL groups by
     (value, priced or not), plain sums being cheaper than a conditional sum per column; the two rows of a group are
     put side by side here."""
-    sql = Sql("WITH ") + call_scope(filters) + Sql(_CALLS.format(col=CALL_DIMENSIONS[by]))
+    sql = Sql("WITH ") + hours_scope(filters) + Sql(_CALLS.format(col=CALL_DIMENSIONS[by]))
     priced, unpriced = pl.col("unpriced") == 0, pl.col("unpriced") == 1
     return (
         frame(store, sql, filters)
