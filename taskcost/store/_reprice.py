@@ -62,17 +62,19 @@ __all__ = ["Progress", "allocate", "allocation_due", "cluster_costs", "reprice"]
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 _MONEY = pa.decimal128(38, 12)
-# a changed call: its key, what the task roll-up needs (task, counted = not a duplicate, the old cost), new prices
+# a changed call: its key, what the task roll-up needs (task, counted = not a duplicate, the old cost), its start
+# (where the hourly roll-up's adjustment finds it), new prices
 _NEW_SCHEMA = pa.schema(
     [("project", pa.string()), ("trace_id", pa.string()), ("span_id", pa.string())]
     + [("task_id", pa.string()), ("counted", pa.bool_()), ("old_cost_usd", pa.decimal128(38, 12))]
+    + [("start_ns", pa.int64())]
     + [
         (c, _MONEY if c.endswith("_usd") else (pa.int64() if c == "priced_at_ns" else pa.string()))
         for c in PRICE_COLUMNS
     ]
 )
 _SET = ", ".join(f"{c} = n.{c}" for c in PRICE_COLUMNS)
-_RETURNED = ", ".join(f"c.{c}" for c in ("trace_id", "span_id", "duplicate", *_hours.CALL_COLUMNS))
+_CHANGED = ", ".join(f"c.{c}" for c in ("trace_id", "span_id", "duplicate", *_hours.CALL_COLUMNS))
 _OLD = ", ".join(f"c.{c} AS old_{c}" for c in PRICE_COLUMNS if c != "priced_at_ns")
 _MAX_WINDOWS_SHOWN = 24
 _CHECKPOINT_PAGES = 10  # try a CHECKPOINT after this many committed pages: it writes out the updates held in memory
@@ -109,27 +111,34 @@ def _same(old: Sequence[Any], new: Sequence[Any]) -> bool:
 
 
 def _apply(cur: duckdb.DuckDBPyConnection, rows: list[tuple[Any, ...]]) -> None:
-    """Write new price columns for (project, trace_id, span_id, task_id, counted, old_cost_usd, *PRICE_COLUMNS)
-    rows, and what that changes in the tasks' costs (same transaction: the roll-up stays exact)."""
+    """Write new price columns for (project, trace_id, span_id, task_id, counted, old_cost_usd, start_ns,
+    *PRICE_COLUMNS) rows, and what that changes in the tasks' costs and the hourly call roll-up (same transaction: the
+    roll-ups stay exact)."""
     if not rows:
         return
     table = pa.Table.from_pylist([dict(zip(_NEW_SCHEMA.names, r, strict=True)) for r in rows], schema=_NEW_SCHEMA)
     cur.register("_taskcost_repriced", table)
     try:
-        # the rows as changed, for the hourly roll-up (a DML relation runs once, here: its rows are kept)
-        changed = cur.sql(
+        cur.execute(
             f"UPDATE llm_call_rows AS c SET {_SET} FROM _taskcost_repriced AS n "
-            "WHERE c.project = n.project AND c.trace_id = n.trace_id AND c.span_id = n.span_id "
-            f"RETURNING {_RETURNED}"
-        ).to_arrow_table()
+            "WHERE c.project = n.project AND c.trace_id = n.trace_id AND c.span_id = n.span_id"
+        )
         _rollup.adjust_tasks(cur, "_taskcost_repriced", "llm")
-        if changed.num_rows:
-            cur.register("_taskcost_changed", changed)
-            _hours.adjust_hours(cur, "_taskcost_changed", "_taskcost_repriced")
+        # the changed rows as stored now, for the hourly roll-up: read within their starts (zone maps skip the rest;
+        # UPDATE ... RETURNING would do, but DuckDB then rewrites the rows, and their row ids, which pages go by)
+        starts = [r[6] for r in rows]
+        cur.execute(
+            f"CREATE OR REPLACE TEMP TABLE _taskcost_changed AS SELECT {_CHANGED} FROM llm_call_rows AS c "
+            "SEMI JOIN _taskcost_repriced AS n ON c.project = n.project AND c.trace_id = n.trace_id "
+            "AND c.span_id = n.span_id AND c.start_ns = n.start_ns "
+            "WHERE c.start_ns BETWEEN ? AND ?",
+            [min(starts), max(starts)],
+        )
+        _hours.adjust_hours(cur, "_taskcost_changed", "_taskcost_repriced")
+        cur.execute("DROP TABLE _taskcost_changed")
     finally:  # (after a failed statement the transaction is aborted: keep its error, not the unregister's)
-        for name in ("_taskcost_repriced", "_taskcost_changed"):
-            with contextlib.suppress(duckdb.Error):
-                cur.unregister(name)
+        with contextlib.suppress(duckdb.Error):
+            cur.unregister("_taskcost_repriced")
 
 
 _API_CALLS = "c.deployment IS DISTINCT FROM 'self_hosted'"
@@ -220,7 +229,7 @@ def _price_page(
         if _same(old, new):
             continue
         report.updated += 1
-        changed.append((project, trace_id, span_id, task_id, counted, old[0], *new))
+        changed.append((project, trace_id, span_id, task_id, counted, old[0], start_ns, *new))
         if old[0] == price.cost_usd:
             continue  # same cost, new provenance (e.g. another book version)
         report.changed += 1
@@ -388,7 +397,7 @@ def _cluster_pass(
         key, task_id, counted, old = (r[0], r[1], r[2]), r[6], r[7], r[8:]
         new = price_row(allocated.prices[key], now_ns)
         if not _same(old, new):
-            changed.append((*key, task_id, counted, old[0], *new))
+            changed.append((*key, task_id, counted, old[0], r[3], *new))
     report.self_hosted_changed = len(changed)
     _apply(cur, changed)
 
