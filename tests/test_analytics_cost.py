@@ -373,6 +373,39 @@ def test_cost_interval_resamples_tasks(tmp_path: Path) -> None:
         assert wider["ci_low_usd"] < summary["ci_low_usd"] and wider["ci_high_usd"] > summary["ci_high_usd"]
 
 
+def test_large_groups_get_the_delta_interval_small_ones_the_bootstrap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Groups above the bootstrap's size get the delta method, worked out here with numpy on the tasks' spends and
+    completions (a ratio of means: var = (s_x^2 - 2 r s_xy + r^2 s_y^2) / (n mean_y^2)); smaller groups in the same
+    answer are bootstrapped."""
+    import numpy as np
+    from scipy import stats
+
+    monkeypatch.setattr(_cost, "BOOTSTRAP_MAX_UNITS", 5)
+    f = Fleet()
+    spends = {"cheap-1": [1000 * (i + 1) for i in range(8)], "pricey-1": [1000, 2000, 4000, 1000, 3000]}
+    outcomes = ["completed", "failed", "completed", "completed", "abandoned", "completed", "completed", "failed"]
+    for model, tokens in spends.items():
+        for i, n in enumerate(tokens):  # cheap-1: $0.001 per 1,000 input tokens; pricey-1 (all completed): $0.01
+            outcome = outcomes[i] if model == "cheap-1" else "completed"
+            f.task(f"{model}-{i}", minute=i, outcome=outcome).call(model, input_tokens=n, output_tokens=0)
+    with _store(tmp_path, f) as s:
+        groups = cost(s, Filters(), CostOptions(by="model")).groups
+        assert groups is not None
+        rows = {r["model"]: r for r in groups.to_dicts()}
+    x = np.array([n * 1.0 for n in spends["cheap-1"]])  # micro-dollars: 1,000 tokens at $1/M = 1,000 micro-dollars
+    y = np.array([1.0 if o == "completed" else 0.0 for o in outcomes])
+    r = x.mean() / y.mean()
+    cov = np.cov(x, y, ddof=1)
+    half = stats.norm.ppf(0.975) * np.sqrt((cov[0, 0] - 2 * r * cov[0, 1] + r * r * cov[1, 1]) / (8 * y.mean() ** 2))
+    cheap = rows["cheap-1"]
+    assert cheap["ci_method"] == "delta"
+    assert float(cheap["ci_low_usd"]) == pytest.approx((r - half) / 1e6, abs=1e-6)
+    assert float(cheap["ci_high_usd"]) == pytest.approx((r + half) / 1e6, abs=1e-6)
+    assert rows["pricey-1"]["ci_method"] == "bootstrap"
+
+
 def _retrying_fleet() -> Fleet:
     """20 identical completed tasks, 10 minutes apart: call x fails once (1,000 in: $0.001) and then succeeds
     ($0.001): $0.002 a task, half of it a superseded attempt, and the retry repeats the 1,000 tokens uncached."""

@@ -96,7 +96,9 @@ def filters(draw: st.DrawFn) -> Filters:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(f=filters())
 def test_hours_scope_selects_the_calls_call_scope_selects(store: DuckDBStore, f: Filters) -> None:
-    hourly = Sql("WITH ") + hours_scope(f) + Sql(f" SELECT {_KEYS}, {_SUMS} FROM scoped_hours GROUP BY ALL ORDER BY ALL")
+    hourly = (
+        Sql("WITH ") + hours_scope(f) + Sql(f" SELECT {_KEYS}, {_SUMS} FROM scoped_hours GROUP BY ALL ORDER BY ALL")
+    )
     calls = Sql("WITH ") + call_scope(f) + Sql(_FROM_CALLS)
     got, want = frame(store, hourly, f), frame(store, calls, f)
     assert got.rows() == want.rows()

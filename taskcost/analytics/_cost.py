@@ -303,24 +303,66 @@ def _group_intervals(
     When one group holds every finished task (``alone``: common, e.g. one model), it has the ``whole`` selection's
     interval, and the tasks are not split."""
     if alone and len(finished):
-        parts = {tuple(finished.row(0)[:2]): finished}
+        sizes = {tuple(finished.row(0)[:2]): len(finished)}
+        parts, large = {}, {}
     else:
-        parts = finished.partition_by(_KEYS, as_dict=True)
+        # every group's size, and the large groups' delta intervals, at once; the rows of the small ones, each to
+        # bootstrap
+        moments = _moments(finished)
+        sizes = {(g, b): n for g, b, n in moments.select(*_KEYS, "n").iter_rows()}
+        large = _delta_intervals(moments.filter(pl.col("n") > BOOTSTRAP_MAX_UNITS), confidence)
+        few = moments.filter(pl.col("n") <= BOOTSTRAP_MAX_UNITS).select(_KEYS)
+        small = finished.join(few, on=_KEYS, nulls_equal=True) if len(few) else finished.clear()
+        parts = small.partition_by(_KEYS, as_dict=True) if len(small) else {}
     out, budget, skipped = [], BOOTSTRAP_BUDGET_UNITS, 0
     for key in keys:
-        units = parts.get(key)
-        if units is None:
+        n = sizes.get(key, 0)
+        if not n:
             out.append(Interval.none())
             continue
-        n = len(units)
         if n <= BOOTSTRAP_MAX_UNITS and n > budget:
             out.append(Interval.none())
             skipped += 1
             continue
         if n <= BOOTSTRAP_MAX_UNITS:
             budget -= n
-        out.append(whole if n == len(finished) else _interval(units, confidence))
+        if n == len(finished):
+            out.append(whole)
+        else:
+            out.append(large[key] if n > BOOTSTRAP_MAX_UNITS else _interval(parts[key], confidence))
     return out, skipped
+
+
+def _moments(finished: pl.DataFrame) -> pl.DataFrame:
+    """Per group: its tasks (``n``), the means of spend (micro-dollars) and of completion, and their centred sums of
+    squares and products (``np.cov``'s, before dividing by n - 1)."""
+    x = pl.col("micro_usd").cast(pl.Float64)
+    y = (pl.col("outcome") == COMPLETED).cast(pl.Float64)
+    return finished.group_by(_KEYS).agg(
+        n=pl.len(),
+        mx=x.mean(),
+        my=y.mean(),
+        sxx=((x - x.mean()) ** 2).sum(),
+        syy=((y - y.mean()) ** 2).sum(),
+        sxy=((x - x.mean()) * (y - y.mean())).sum(),
+    )
+
+
+def _delta_intervals(moments: pl.DataFrame, confidence: float) -> dict[tuple[Any, Any], Interval]:
+    """``_interval`` of each group of ``moments`` by the delta method (``ratio_ci``'s, for more than
+    ``BOOTSTRAP_MAX_UNITS`` tasks), from its moments."""
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    out = {}
+    for g, b, n, mx, my, sxx, syy, sxy in moments.iter_rows():
+        if my <= 0:  # no completed task: no ratio
+            out[(g, b)] = Interval.none()
+            continue
+        r = mx / my
+        var = (sxx - 2 * r * sxy + r * r * syy) / (n - 1) / (n * my * my)
+        half = z * math.sqrt(max(var, 0.0))
+        ci = Interval(float(r - half), float(r + half), "delta")
+        out[(g, b)] = ci if math.isfinite(ci.low) and math.isfinite(ci.high) else Interval.none()
+    return out
 
 
 # -- the question ------------------------------------------------------------------------------------------------
