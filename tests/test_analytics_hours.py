@@ -29,7 +29,7 @@ _SUMS = (
     "sum(reasoning_tokens)::BIGINT AS reasoning_tokens"
 )
 # the same figures, from the calls themselves (written here, not taken from the code under test)
-_FROM_CALLS = f"""
+_FROM_CALLS = """
 SELECT project, date_trunc('hour', start_time) AS hour, provider, model, deployment, engine, engine_version,
     quantization, gpu_type, cluster_id, cost_usd IS NOT NULL AS priced,
     count(*)::BIGINT AS attempts, count(*) FILTER (WHERE status = 'error')::BIGINT AS errors, sum(cost_usd) AS cost_usd,
