@@ -6,8 +6,8 @@
   hides duplicates; nothing counts them. They are recognised by their response keys (md5 of the response),
   within the dedupe window of recent keys (taskcost/store/_dedupe.py).
 * ``task_rollup``: the ``tasks`` view's figures, one row per (project, task), whether it is golden included.
-  Distinct logical calls are counted through the task's set of call-id hashes (``call_ids``): a retry arriving in a later commit is an
-  attempt, not a new call.
+  Distinct logical calls are counted through the task's set of call-id hashes (``call_ids``): a retry arriving in a
+  later commit is an attempt, not a new call.
 * ``task_rollup_delta``: what each commit adds, a row per task and commit, appended (cheap) in the commit
   that stores the rows. ``tasks`` merges it with ``task_rollup``; the writer folds it in (one batched
   UPDATE plus INSERT) once it holds ``fold_rows`` rows. (Per-commit INSERT ... ON CONFLICT DO UPDATE was
