@@ -54,6 +54,8 @@ INTERNAL = [
     "task_rows",
     "task_rollup",
     "task_rollup_delta",
+    "call_hours",
+    "call_hours_delta",
     "api_keys",
     "span_keys",
     "span_keys_old",
@@ -233,6 +235,31 @@ def test_the_world_has_both_projects(world: World) -> None:
         headers={"Authorization": f"Bearer {world.read_key}"},
     )
     assert r.status_code == 200 and r.json()["rows"] == [[OURS, "review-bot"]]
+
+
+def test_kept_cursors_and_checked_sql_serve_each_project_its_own_rows(world: World) -> None:
+    """The store keeps idle cursors per project and the checked rendering per SQL text: the same text asked for
+    one project, the other and all of them, over and over and at once, answers each with its own rows; a refused
+    text stays refused; a query stopped by its time limit leaves no cursor behind for the next."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from taskcost.store import QueryError
+
+    sql = "SELECT DISTINCT project FROM llm_call_hours UNION SELECT DISTINCT project FROM tasks ORDER BY 1"
+    want = {OURS: [(OURS,)], THEIRS: [(THEIRS,)], None: [(OURS,), (THEIRS,)]}
+
+    def ask(project: str | None) -> None:
+        assert world.store.query(sql, project=project).rows == want[project]
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(ask, [OURS, THEIRS, None] * 20))
+    for _ in range(2):
+        with pytest.raises(QueryError, match="private relation"):
+            world.store.query("SELECT * FROM call_hours", project=OURS)
+    slow = "SELECT count(*) FROM range(1000000000000) AS r(i) WHERE i % 7 = 3"
+    with pytest.raises(QueryError, match="time limit"):
+        world.store.query(slow, project=OURS, timeout_s=0.2)
+    ask(OURS)
 
 
 @BUDGET

@@ -261,11 +261,19 @@ class DuckDBStore:
         if self._closed:
             raise StoreUnavailableError("store is closed")
         self._caught_up(timeout_s)
-        cur = self._sandbox.cursor_for(self._con, project)
-        timer = threading.Timer(timeout_s, cur.interrupt)
+        cur = self._sandbox.borrow(self._con, project)
+        interrupted = threading.Event()
+
+        def interrupt() -> None:
+            interrupted.set()
+            cur.interrupt()
+
+        timer = threading.Timer(timeout_s, interrupt)
+        ended = False
         try:
             timer.start()
             yield cur, self._sandbox.prepare(cur, sql)
+            ended = True
         except duckdb.InterruptException:
             raise QueryError(f"query interrupted after the {timeout_s:g} s time limit") from None
         except duckdb.OutOfMemoryException as exc:
@@ -276,7 +284,10 @@ class DuckDBStore:
             raise QueryError("the query or its result is nested too deeply") from None
         finally:
             timer.cancel()
-            cur.close()
+            if ended and not interrupted.is_set() and not self._closed:  # a cursor that only answered: kept
+                self._sandbox.give_back(project, cur)
+            else:
+                cur.close()
 
     def query(
         self,
@@ -390,6 +401,7 @@ class DuckDBStore:
         if self._writer is not None:
             self._writer.stop()  # commits what it holds, folds the task roll-up
         self._closed = True
+        self._sandbox.close_idle()
         self._con.close()
 
     def __enter__(self) -> DuckDBStore:
