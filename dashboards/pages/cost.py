@@ -1,8 +1,9 @@
 """Cost: what a completed task costs (with its interval and coverage), what of it was waste (by kind, by any
 dimension, over time), and per token vs per completed task (the ranking flip).
 
-Three callbacks, each one question of ``taskcost.analytics`` over the page's query: ``cost`` grouped by the URL's
-``by`` (headline, waste, groups), ``cost`` per ``bucket`` (over time), ``per-token`` by the URL's ``rank_by``.
+Two callbacks over ``taskcost.analytics`` and the page's query: ``cost`` grouped by the URL's ``by`` (headline, waste,
+groups) and per ``bucket`` (over time), both from one read of the tasks (``cost_by_and_over_time``: two answers, each
+what ``cost`` gives with that option alone); ``per-token`` by the URL's ``rank_by``.
 Everything else here is presentation.
 """
 
@@ -45,7 +46,7 @@ from dashboards._ui import (
     url_id,
 )
 from dashboards.app import PageContext
-from taskcost.analytics import DIMENSIONS, QUESTIONS, format_usd
+from taskcost.analytics import DIMENSIONS, QUESTIONS, CostOptions, cost_by_and_over_time, format_usd
 
 __all__ = ["register"]
 
@@ -325,6 +326,12 @@ def _over_time(groups: list[dict[str, Any]], bucket: str, confidence: float) -> 
 RANK_UP, RANK_DOWN, RANK_SAME = "#e03131", "#2f9e44", "#868e96"
 
 
+def _over_time_box(ans: Mapping[str, Any], bucket: str) -> Any:
+    groups = rows_of(ans["tables"]["groups"])
+    cut = [n for n in ans["notes"] if n.startswith(("showing", "no interval"))]
+    return [_over_time(groups, bucket, float(ans["summary"]["confidence"])), notes_list(cut, "cost-time-notes")]
+
+
 def _slope(ranked: list[dict[str, Any]], by: str) -> Any:
     """Rank by $/1M tokens (left) against rank by $/completed task (right), one line per group: a line that falls
     to the right is a group dearer per finished task than its token price suggests."""
@@ -519,20 +526,26 @@ def register(app: Dash, ctx: PageContext) -> None:
         Output("cost-headline", "children"),
         Output("cost-waste", "children"),
         Output("cost-groups", "children"),
+        Output("cost-time", "children"),
         Input(f"{NAME}-query", "data"),
     )
-    @safe_callback(3)
+    @safe_callback(4)
     def refresh(query: dict[str, str] | None) -> Any:
+        # by group and over time from one read of the tasks (each answer what `taskcost cost` gives with that option)
         query = query or {}
         filters = filters_from_query(query)
         by = query.get("by") or DEFAULT_BY
-        q = QUESTIONS["cost"]
-        ans = q.run(ctx.store, filters, q.options(by=by)).to_json()
+        bucket = bucket_of(query)
+        by_group, by_time = cost_by_and_over_time(
+            ctx.store, filters, CostOptions.model_validate({"by": by, "bucket": bucket})
+        )
+        ans = by_group.to_json()
         s = ans["summary"]
         if not s.get("tasks"):
             running = s.get("in_progress_tasks")
             return (
                 empty_state(f"No finished tasks yet ({running:,} still running)" if running else "No tasks yet"),
+                None,
                 None,
                 None,
             )
@@ -555,21 +568,7 @@ def register(app: Dash, ctx: PageContext) -> None:
             answer_table(table, id="cost-groups-table") if table else None,
             notes_list(ans["notes"], "cost-notes"),
         ]
-        return _headline(s), waste, grouped
-
-    @app.callback(Output("cost-time", "children"), Input(f"{NAME}-query", "data"))
-    @safe_callback()
-    def over_time(query: dict[str, str] | None) -> Any:
-        query = query or {}
-        filters = filters_from_query(query)
-        bucket = bucket_of(query)
-        q = QUESTIONS["cost"]
-        ans = q.run(ctx.store, filters, q.options(bucket=bucket)).to_json()
-        if not ans["summary"].get("tasks"):
-            return None
-        groups = rows_of(ans["tables"]["groups"])
-        cut = [n for n in ans["notes"] if n.startswith(("showing", "no interval"))]
-        return [_over_time(groups, bucket, float(ans["summary"]["confidence"])), notes_list(cut, "cost-time-notes")]
+        return _headline(s), waste, grouped, _over_time_box(by_time.to_json(), bucket)
 
     @app.callback(Output("cost-pertoken", "children"), Input(f"{NAME}-query", "data"))
     @safe_callback()

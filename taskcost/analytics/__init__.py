@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         run_sql,
         sql_schema,
     )
+    from taskcost.analytics._cost import CostAnswer, CostOptions, cost_by_and_over_time
     from taskcost.analytics._coverage import Coverage, MissingPrice, MissingPrices, cost_coverage, missing_prices
     from taskcost.analytics._dimensions import dimension_values
     from taskcost.analytics._facts import DataExtent, DemoMarks, data_extent, demo_marks
@@ -45,6 +46,8 @@ __all__ = [
     "TASK_DIMENSIONS",
     "Answer",
     "CallCost",
+    "CostAnswer",
+    "CostOptions",
     "Coverage",
     "Filters",
     "GpuOffer",
@@ -60,6 +63,7 @@ __all__ = [
     "UsageError",
     "call_costs",
     "canary_samples",
+    "cost_by_and_over_time",
     "cost_coverage",
     "dimension_values",
     "format_usd",

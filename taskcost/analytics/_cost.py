@@ -15,8 +15,6 @@ intervals); call-level waste from one pass over the completed tasks' calls. Opti
 
 from __future__ import annotations
 
-import math
-import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
@@ -24,13 +22,23 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from taskcost._internal.lazy import np, pl
+from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
+from taskcost.analytics._cost_intervals import (
+    ABANDONED,
+    BOOTSTRAP_BUDGET_UNITS,
+    COMPLETED,
+    FAILED,
+    RUNNING,
+    group_intervals,
+    interval,
+)
+from taskcost.analytics._cost_intervals import KEYS as _KEYS
 from taskcost.analytics._facts import check_bucket
 from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, Filters, Sql, task_scope
 from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.analytics._rates import model_rates
-from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, stats, wilson_ci
+from taskcost.analytics._stats import Interval, micro_usd, wilson_ci
 from taskcost.analytics._waste import (
     COUNTS,
     SAMPLE_ATTEMPTS,
@@ -46,16 +54,12 @@ from taskcost.analytics._waste import (
 )
 from taskcost.store import ReadStore
 
-__all__ = ["QUESTION", "CostAnswer", "CostOptions", "cost"]
+__all__ = ["QUESTION", "Bucket", "CostAnswer", "CostOptions", "cost", "cost_by_and_over_time"]
 
 MAX_GROUPS = 200
 """Rows of the groups table at most (the costliest; with ``bucket`` alone, the latest); the summary covers all."""
-BOOTSTRAP_BUDGET_UNITS = 4_000
-"""Tasks the groups' bootstrap intervals may resample in all (about 0.3 s): groups past it, in order of spend, get no
-interval (a group of more than ``BOOTSTRAP_MAX_UNITS`` tasks uses the delta method, which costs nothing)."""
 
-_KEYS = ["grp", "bucket"]
-RUNNING, COMPLETED, FAILED, ABANDONED = 0, 1, 2, 3
+Bucket = Literal["minute", "hour", "day", "week"]
 # outcome as a small integer: it groups a million tasks several times faster than the text
 _OUTCOME = (
     "CAST(coalesce(CASE outcome WHEN 'completed' THEN 1 WHEN 'failed' THEN 2 WHEN 'abandoned' THEN 3 END, 0) "
@@ -71,7 +75,7 @@ class CostOptions(Options):
         description="Group by this dimension (kind, agent_version, model, engine_version, ...): one row per value; "
         "for a call dimension a task whose calls disagree is its own row, `mixed`.",
     )
-    bucket: Literal["minute", "hour", "day", "week"] | None = Field(
+    bucket: Bucket | None = Field(
         None, description="A time series: one row per minute, hour, day or week (UTC) of the tasks' start."
     )
     confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the intervals.")
@@ -282,89 +286,6 @@ _GROUP_MONEY = (
 )
 
 
-# -- intervals ---------------------------------------------------------------------------------------------------
-def _interval(units: pl.DataFrame, confidence: float) -> Interval:
-    """``ratio_ci`` of task spend (``micro_usd``) over completed tasks; units sorted by their hash first when they will
-    be bootstrapped, so the same data resamples the same way whatever order the store returned it in."""
-    if len(units) <= BOOTSTRAP_MAX_UNITS:
-        units = units.sort("h")
-    done = (units["outcome"] == COMPLETED).cast(pl.Int64).to_numpy()
-    with warnings.catch_warnings():
-        # a resample without a completed task has no ratio (NaN), and then neither has the interval: "none" below
-        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        ci = ratio_ci(units["micro_usd"].to_numpy(), np.asarray(done), confidence)
-    return ci if math.isfinite(ci.low) and math.isfinite(ci.high) else Interval.none()
-
-
-def _group_intervals(
-    finished: pl.DataFrame, keys: list[tuple[Any, Any]], confidence: float, whole: Interval, alone: bool
-) -> tuple[list[Interval], int]:
-    """Intervals of the shown groups (in order of spend), within ``BOOTSTRAP_BUDGET_UNITS``; how many were skipped.
-    When one group holds every finished task (``alone``: common, e.g. one model), it has the ``whole`` selection's
-    interval, and the tasks are not split."""
-    if alone and len(finished):
-        sizes = {tuple(finished.row(0)[:2]): len(finished)}
-        parts, large = {}, {}
-    else:
-        # every group's size, and the large groups' delta intervals, at once; the rows of the small ones, each to
-        # bootstrap
-        moments = _moments(finished)
-        sizes = {(g, b): n for g, b, n in moments.select(*_KEYS, "n").iter_rows()}
-        large = _delta_intervals(moments.filter(pl.col("n") > BOOTSTRAP_MAX_UNITS), confidence)
-        few = moments.filter(pl.col("n") <= BOOTSTRAP_MAX_UNITS).select(_KEYS)
-        small = finished.join(few, on=_KEYS, nulls_equal=True) if len(few) else finished.clear()
-        parts = small.partition_by(_KEYS, as_dict=True) if len(small) else {}
-    out, budget, skipped = [], BOOTSTRAP_BUDGET_UNITS, 0
-    for key in keys:
-        n = sizes.get(key, 0)
-        if not n:
-            out.append(Interval.none())
-            continue
-        if n <= BOOTSTRAP_MAX_UNITS and n > budget:
-            out.append(Interval.none())
-            skipped += 1
-            continue
-        if n <= BOOTSTRAP_MAX_UNITS:
-            budget -= n
-        if n == len(finished):
-            out.append(whole)
-        else:
-            out.append(large[key] if n > BOOTSTRAP_MAX_UNITS else _interval(parts[key], confidence))
-    return out, skipped
-
-
-def _moments(finished: pl.DataFrame) -> pl.DataFrame:
-    """Per group: its tasks (``n``), the means of spend (micro-dollars) and of completion, and their centred sums of
-    squares and products (``np.cov``'s, before dividing by n - 1)."""
-    x = pl.col("micro_usd").cast(pl.Float64)
-    y = (pl.col("outcome") == COMPLETED).cast(pl.Float64)
-    return finished.group_by(_KEYS).agg(
-        n=pl.len(),
-        mx=x.mean(),
-        my=y.mean(),
-        sxx=((x - x.mean()) ** 2).sum(),
-        syy=((y - y.mean()) ** 2).sum(),
-        sxy=((x - x.mean()) * (y - y.mean())).sum(),
-    )
-
-
-def _delta_intervals(moments: pl.DataFrame, confidence: float) -> dict[tuple[Any, Any], Interval]:
-    """``_interval`` of each group of ``moments`` by the delta method (``ratio_ci``'s, for more than
-    ``BOOTSTRAP_MAX_UNITS`` tasks), from its moments."""
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
-    out = {}
-    for g, b, n, mx, my, sxx, syy, sxy in moments.iter_rows():
-        if my <= 0:  # no completed task: no ratio
-            out[(g, b)] = Interval.none()
-            continue
-        r = mx / my
-        var = (sxx - 2 * r * sxy + r * r * syy) / (n - 1) / (n * my * my)
-        half = z * math.sqrt(max(var, 0.0))
-        ci = Interval(float(r - half), float(r + half), "delta")
-        out[(g, b)] = ci if math.isfinite(ci.low) and math.isfinite(ci.high) else Interval.none()
-    return out
-
-
 # -- the question ------------------------------------------------------------------------------------------------
 def _shown(rows: pl.DataFrame, by: str | None, bucket: str | None) -> pl.DataFrame:
     """The groups to show, at most ``MAX_GROUPS``: the costliest (with ``bucket`` alone, the latest), in display
@@ -471,10 +392,9 @@ def _call_figures(
     return tasks, per_model, slices, discounts
 
 
-def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer:
-    """Cost per completed task (and its interval), success rate and waste, for everything ``filters`` select and,
-    with ``options.by`` / ``options.bucket``, per group."""
-    by, bucket = options.by, options.bucket
+def _task_frame(store: ReadStore, filters: Filters, by: str | None, bucket: str | None) -> pl.DataFrame:
+    """One row per selected task: its group (``grp``: its value of ``by``) and time bucket, outcome, times, spend,
+    tool calls, attempts, unpriced attempts and hash."""
     if by is not None and by not in DIMENSIONS:
         raise UsageError(f"by: unknown dimension {by!r} (one of: {', '.join(DIMENSIONS)})")
     check_bucket(store, filters, bucket)
@@ -482,8 +402,29 @@ def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer
     group = "CAST(NULL AS VARCHAR)" if by is None else by
     time = "CAST(NULL AS TIMESTAMP)" if bucket is None else f"date_trunc('{bucket}', start_time)"
     tasks = frame(store, _tasks_sql(scope, group, time), filters, max_rows=100_000_000)
-    tasks = tasks.with_columns(pl.col(c).cast(pl.Int64) for c in ("tool_calls", "attempts", "unpriced_calls"))
+    return tasks.with_columns(pl.col(c).cast(pl.Int64) for c in ("tool_calls", "attempts", "unpriced_calls"))
 
+
+def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer:
+    """Cost per completed task (and its interval), success rate and waste, for everything ``filters`` select and,
+    with ``options.by`` / ``options.bucket``, per group."""
+    return _answer(store, filters, options, _task_frame(store, filters, options.by, options.bucket))
+
+
+def cost_by_and_over_time(store: ReadStore, filters: Filters, options: CostOptions) -> tuple[CostAnswer, CostAnswer]:
+    """``cost`` by ``options.by`` alone and ``cost`` by ``options.bucket`` alone (each answer what ``cost`` answers
+    with that option alone), from one read of the tasks: the dashboards' Cost page shows both."""
+    tasks = _task_frame(store, filters, options.by, options.bucket)
+    by_group = tasks.with_columns(pl.lit(None, dtype=tasks.schema["bucket"]).alias("bucket"))
+    over_time = tasks.with_columns(pl.lit(None, dtype=tasks.schema["grp"]).alias("grp"))
+    return (
+        _answer(store, filters, options.model_copy(update={"bucket": None}), by_group),
+        _answer(store, filters, options.model_copy(update={"by": None}), over_time),
+    )
+
+
+def _answer(store: ReadStore, filters: Filters, options: CostOptions, tasks: pl.DataFrame) -> CostAnswer:
+    by, bucket = options.by, options.bucket
     tasks, per_model, slices, discounts = _call_figures(store, filters, tasks, options)
     per_group = per_model.group_by(_KEYS).agg(pl.col(c).sum() for c in _CALL_SUMS)
     groups = _group_figures(tasks)
@@ -494,7 +435,7 @@ def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer
 
     finished = tasks.filter(pl.col("outcome") != RUNNING).select(*_KEYS, "outcome", "cost_usd", "h")
     finished = finished.with_columns(micro_usd=pl.Series(micro_usd(finished["cost_usd"]), dtype=pl.Int64))
-    ci = _interval(finished, options.confidence)
+    ci = interval(finished, options.confidence)
     success = wilson_ci(int(t["completed"]), int(t["tasks"]), options.confidence)
     notes = waste_notes(t, slices, discounts)
     table = None
@@ -528,7 +469,7 @@ def _groups_table(
     shown = _shown(everything, by, bucket)
     keys = list(zip(shown["grp"].to_list(), shown["bucket"].to_list(), strict=True))
     alone = everything.filter(pl.col("tasks") > 0).height == 1
-    intervals, skipped = _group_intervals(finished, keys, confidence, whole, alone)
+    intervals, skipped = group_intervals(finished, keys, confidence, whole, alone)
     rows = [_row(r, by, bucket) | _ci_columns(i) for r, i in zip(shown.to_dicts(), intervals, strict=True)]
     money = dict.fromkeys((*_GROUP_MONEY, "ci_low_usd", "ci_high_usd"), pl.Decimal(38, 12))
     if len(everything) > len(shown):
