@@ -535,7 +535,13 @@ def register(app: Dash, ctx: PageContext) -> None:
         query = query or {}
         filters = filters_from_query(query)
         by = query.get("by") or DEFAULT_BY
-        bucket = bucket_of(query)
+        wrong = [] if by in DIMENSIONS else [f"by: unknown dimension {by!r} (one of: {', '.join(DIMENSIONS)})"]
+        try:
+            bucket = bucket_of(query)
+        except PageError as exc:
+            wrong.append(str(exc))
+        if wrong:  # every bad value in the address at once
+            raise PageError("; ".join(wrong))
         by_group, by_time = cost_by_and_over_time(
             ctx.store, filters, CostOptions.model_validate({"by": by, "bucket": bucket})
         )
