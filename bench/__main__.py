@@ -361,9 +361,12 @@ def _sections(text: str) -> tuple[str, dict[str, str]]:
     return head, {p.split("\n", 1)[0]: "## " + p.rstrip("\n") for p in parts}
 
 
+_KEPT = "(Kept from the earlier run: "
+
+
 def _merged(old: str, new: str) -> str:
-    """``new``'s sections in place of ``old``'s of the same title; ``old``'s other sections kept, marked as from
-    the earlier run (its header says when)."""
+    """``new``'s sections in place of ``old``'s of the same title; ``old``'s other sections kept, marked with the run
+    that measured them (the earlier file's header; a section kept before keeps its mark)."""
     old_head, old_parts = _sections(old)
     new_head, new_parts = _sections(new)
     when = next((line for line in old_head.splitlines() if line.startswith("Run ")), "an earlier run")
@@ -371,8 +374,10 @@ def _merged(old: str, new: str) -> str:
     for title in [*old_parts, *(t for t in new_parts if t not in old_parts)]:
         if title in new_parts:
             out.append(new_parts[title])
+        elif _KEPT in old_parts[title]:
+            out.append(old_parts[title])
         else:
-            out.append(old_parts[title].replace("\n", f"\n\n(Kept from the earlier run: {when})\n", 1))
+            out.append(old_parts[title].replace("\n", f"\n\n{_KEPT}{when})\n", 1))
     return "\n\n".join(out)
 
 

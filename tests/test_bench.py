@@ -15,3 +15,14 @@ def test_every_startup_step_runs_and_the_server_carries_more_than_a_worker() -> 
     # pyarrow and duckdb are real libraries: each adds memory when it is loaded
     added = dict(worker + server)
     assert added["pyarrow"] > 5 and added["duckdb"] > 5
+
+
+def test_a_partial_run_keeps_the_other_sections_marked_with_the_run_that_measured_them() -> None:
+    from bench.__main__ import _merged
+
+    first = "# Benchmark results\n\nRun 1\n\n## Ingest\n\ni1\n\n## Queries\n\nq1"
+    second = _merged(first, "# Benchmark results\n\nRun 2\n\n## Ingest\n\ni2")
+    third = _merged(second, "# Benchmark results\n\nRun 3\n\n## Ingest\n\ni3")
+    assert third == (
+        "# Benchmark results\n\nRun 3\n\n## Ingest\n\ni3\n\n## Queries\n\n(Kept from the earlier run: Run 1)\n\nq1"
+    )
