@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,26 +21,14 @@ from taskcost.analytics._answer import frame
 from taskcost.analytics._filters import HOUR_COLUMNS, Sql, call_scope, hours_scope
 from taskcost.store import DuckDBStore
 from tests.builders.analytics import T0, Fleet
+from tests.builders.rollup import HOUR_KEY, hours_from
 
-_KEYS = "project, hour, provider, model, deployment, engine, engine_version, quantization, gpu_type, cluster_id, priced"
 _SUMS = (
     "sum(attempts)::BIGINT AS attempts, sum(errors)::BIGINT AS errors, sum(cost_usd) AS cost_usd, "
     "sum(input_tokens)::BIGINT AS input_tokens, sum(cache_read_tokens)::BIGINT AS cache_read_tokens, "
     "sum(cache_write_tokens)::BIGINT AS cache_write_tokens, sum(output_tokens)::BIGINT AS output_tokens, "
     "sum(reasoning_tokens)::BIGINT AS reasoning_tokens"
 )
-# the same figures, from the calls themselves (written here, not taken from the code under test)
-_FROM_CALLS = """
-SELECT project, date_trunc('hour', start_time) AS hour, provider, model, deployment, engine, engine_version,
-    quantization, gpu_type, cluster_id, cost_usd IS NOT NULL AS priced,
-    count(*)::BIGINT AS attempts, count(*) FILTER (WHERE status = 'error')::BIGINT AS errors, sum(cost_usd) AS cost_usd,
-    coalesce(sum(input_tokens), 0)::BIGINT AS input_tokens,
-    coalesce(sum(cache_read_tokens), 0)::BIGINT AS cache_read_tokens,
-    coalesce(sum(cache_write_tokens), 0)::BIGINT AS cache_write_tokens,
-    coalesce(sum(output_tokens), 0)::BIGINT AS output_tokens,
-    coalesce(sum(reasoning_tokens), 0)::BIGINT AS reasoning_tokens
-FROM scoped_calls GROUP BY ALL ORDER BY ALL
-"""
 
 
 @pytest.fixture(scope="module")
@@ -97,11 +86,18 @@ def filters(draw: st.DrawFn) -> Filters:
 @given(f=filters())
 def test_hours_scope_selects_the_calls_call_scope_selects(store: DuckDBStore, f: Filters) -> None:
     hourly = (
-        Sql("WITH ") + hours_scope(f) + Sql(f" SELECT {_KEYS}, {_SUMS} FROM scoped_hours GROUP BY ALL ORDER BY ALL")
+        Sql("WITH ") + hours_scope(f) + Sql(f" SELECT {HOUR_KEY}, {_SUMS} FROM scoped_hours GROUP BY ALL ORDER BY ALL")
     )
-    calls = Sql("WITH ") + call_scope(f) + Sql(_FROM_CALLS)
+    calls = Sql("WITH ") + call_scope(f) + Sql(hours_from("scoped_calls"))  # worked out from the calls
     got, want = frame(store, hourly, f), frame(store, calls, f)
     assert got.rows() == want.rows()
+    # per minute (finer than the roll-up): the same calls, hour by hour
+    per_minute = Sql("WITH ") + hours_scope(f, grain="minute")
+    per_minute += Sql(
+        " SELECT date_trunc('hour', hour) AS h, sum(attempts)::BIGINT AS n FROM scoped_hours GROUP BY 1 ORDER BY 1"
+    )
+    by_hour = want.group_by("hour", maintain_order=True).agg(n=pl.col("attempts").sum()).sort("hour")
+    assert frame(store, per_minute, f).rows() == by_hour.rows()
 
 
 def test_whole_hours_are_read_from_the_roll_up(store: DuckDBStore) -> None:

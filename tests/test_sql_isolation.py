@@ -319,6 +319,11 @@ OTHER_SHAPES = [
     "ON a.project <> b.project AND a.start_time >= b.start_time",
     "SELECT project FROM tasks UNION ALL BY NAME SELECT project FROM spans",
     "SELECT unnest(map_keys(histogram(project))) AS project FROM tool_calls",
+    # the hourly view: its project column renamed away by a FROM-first alias list; its name shadowed by a recursive CTE
+    # while a subquery reads a real view
+    "FROM llm_call_hours AS h(pj) SELECT DISTINCT pj AS project",
+    "WITH RECURSIVE llm_call_hours(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM llm_call_hours WHERE x < 2) "
+    "SELECT (SELECT min(project) FROM tasks) AS project, x FROM llm_call_hours",
 ]
 
 

@@ -46,7 +46,15 @@ from dashboards._ui import (
     url_id,
 )
 from dashboards.app import PageContext
-from taskcost.analytics import DIMENSIONS, QUESTIONS, CostOptions, cost_by_and_over_time, format_usd
+from taskcost.analytics import (
+    DIMENSIONS,
+    QUESTIONS,
+    CostOptions,
+    UsageError,
+    check_dimension,
+    cost_by_and_over_time,
+    format_usd,
+)
 
 __all__ = ["register"]
 
@@ -535,12 +543,16 @@ def register(app: Dash, ctx: PageContext) -> None:
         query = query or {}
         filters = filters_from_query(query)
         by = query.get("by") or DEFAULT_BY
-        wrong = [] if by in DIMENSIONS else [f"by: unknown dimension {by!r} (one of: {', '.join(DIMENSIONS)})"]
+        wrong = []  # every bad value in the address, at once
+        try:
+            check_dimension(by)
+        except UsageError as exc:
+            wrong.append(str(exc))
         try:
             bucket = bucket_of(query)
         except PageError as exc:
             wrong.append(str(exc))
-        if wrong:  # every bad value in the address at once
+        if wrong:
             raise PageError("; ".join(wrong))
         by_group, by_time = cost_by_and_over_time(
             ctx.store, filters, CostOptions.model_validate({"by": by, "bucket": bucket})

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from taskcost.analytics._cost import CostAnswer, CostOptions, cost_by_and_over_time
     from taskcost.analytics._coverage import Coverage, MissingPrice, MissingPrices, cost_coverage, missing_prices
     from taskcost.analytics._dimensions import dimension_values
-    from taskcost.analytics._facts import DataExtent, DemoMarks, data_extent, demo_marks
+    from taskcost.analytics._facts import DataExtent, DemoMarks, check_dimension, data_extent, demo_marks
     from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, MIXED, TASK_DIMENSIONS, Filters
     from taskcost.analytics._question import NoOptions, Options, Question, UsageError
     from taskcost.analytics._registry import QUESTIONS
@@ -63,6 +63,7 @@ __all__ = [
     "UsageError",
     "call_costs",
     "canary_samples",
+    "check_dimension",
     "cost_by_and_over_time",
     "cost_coverage",
     "dimension_values",

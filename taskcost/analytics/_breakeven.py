@@ -37,7 +37,7 @@ from taskcost.analytics._breakeven_model import (
     sensitivity_frame,
     verdict,
 )
-from taskcost.analytics._filters import Filters, Sql, call_scope, hours_scope
+from taskcost.analytics._filters import Filters, Sql, call_scope, hours_scope, naive_utc
 from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.analytics._rates import UNITS, ModelRates, completed_rates, listed_rates, model_rates
 from taskcost.store import ReadStore
@@ -223,13 +223,10 @@ def _window(filters: Filters, hours: pl.Series) -> tuple[datetime, int]:
     """The window's first hour and its length in hours: the filters' since / until when given (idle hours at either
     end count), else the first and last hour with traffic."""
 
-    def naive(at: datetime) -> datetime:
-        return at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo is not None else at
-
     first, last = hours.min(), hours.max()
     assert isinstance(first, datetime) and isinstance(last, datetime)
-    lo = naive(filters.since) if filters.since is not None else first
-    hi = naive(filters.until) if filters.until is not None else last + timedelta(hours=1)
+    lo = naive_utc(filters.since) if filters.since is not None else first
+    hi = naive_utc(filters.until) if filters.until is not None else last + timedelta(hours=1)
     lo = lo.replace(minute=0, second=0, microsecond=0)
     n = int(-(-(hi - lo) // timedelta(hours=1)))
     return lo, n

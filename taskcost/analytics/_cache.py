@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
@@ -41,7 +41,7 @@ from taskcost.analytics._cache_tables import (
     prefix_tables,
     ttft_tables,
 )
-from taskcost.analytics._facts import check_bucket
+from taskcost.analytics._facts import Bucket, check_bucket, check_dimension
 from taskcost.analytics._filters import (
     CALL_DIMENSIONS,
     DIMENSIONS,
@@ -51,7 +51,7 @@ from taskcost.analytics._filters import (
     call_scope,
     hours_scope,
 )
-from taskcost.analytics._question import Options, Question, UsageError
+from taskcost.analytics._question import Options, Question
 from taskcost.analytics._rates import ModelRates, model_rates
 from taskcost.store import ReadStore
 
@@ -77,7 +77,7 @@ _M = Decimal(1_000_000)
 
 class CacheOptions(Options):
     by: str | None = Field(None, description=f"Group by this dimension ({', '.join(DIMENSIONS)}); none: one row.")
-    bucket: Literal["minute", "hour", "day", "week"] | None = Field(
+    bucket: Bucket | None = Field(
         None, description="Also a time series with one row per minute, hour, day or week (of each call's start)."
     )
     exact: bool = Field(
@@ -149,19 +149,9 @@ _BANDS = """CASE WHEN coalesce(c.input_tokens, 0) <= 0 THEN NULL
 _ROW = """call_grp, bucket, provider, model, self_hosted, input_tokens, cache_read_tokens, has_fingerprint,
         prompt_chars, stable_prefix_chars, prefix_break_block, prefix_break_kind, ttft_s, hit_band, size_band"""
 
-# Every selected call's tokens, exact, at the grain of the groups, the time series and the models.
+# Every selected call's tokens, exact, at the grain of the groups, the time series and the models: from the calls
+# added up per hour (``hours_scope``: the hourly roll-up; per minute, the calls themselves).
 _TOTALS = """
-SELECT {grp} AS grp, {bucket} AS bucket, c.provider, c.model,
-    coalesce(c.deployment = 'self_hosted', FALSE) AS self_hosted,
-    CAST(count(*) AS BIGINT) AS calls,
-    CAST(sum(coalesce(c.input_tokens, 0)) AS BIGINT) AS input_tokens,
-    CAST(sum(coalesce(c.cache_read_tokens, 0)) AS BIGINT) AS cache_read_tokens
-FROM scoped_calls AS c
-GROUP BY grp, bucket, c.provider, c.model, self_hosted
-"""
-
-# The same from the calls added up per hour (``hours_scope``: the hourly roll-up), for any bucket but minutes.
-_HOURLY_TOTALS = """
 SELECT {grp} AS grp, {bucket} AS bucket, c.provider, c.model,
     coalesce(c.deployment = 'self_hosted', FALSE) AS self_hosted,
     CAST(sum(c.attempts) AS BIGINT) AS calls,
@@ -268,10 +258,9 @@ def _task_valued(by: str | None) -> bool:
 def _totals_sql(filters: Filters, by: str | None, bucket: str | None) -> Sql:
     # no join with the tasks: a task's value is grouped on in the per-call query (at 10M calls, the join is a second)
     grp = "CAST(NULL AS VARCHAR)" if _task_valued(by) else _group_column(by)
-    if bucket == "minute":  # finer than the hourly roll-up: the calls themselves
-        return Sql("WITH ") + call_scope(filters) + Sql(_TOTALS.format(grp=grp, bucket=_bucket_column(bucket)))
-    hourly = "CAST(NULL AS TIMESTAMP)" if bucket is None else f"date_trunc('{bucket}', c.hour)"
-    return Sql("WITH ") + hours_scope(filters) + Sql(_HOURLY_TOTALS.format(grp=grp, bucket=hourly))
+    at = "CAST(NULL AS TIMESTAMP)" if bucket is None else f"date_trunc('{bucket}', c.hour)"
+    scope = hours_scope(filters, grain="minute") if bucket == "minute" else hours_scope(filters)
+    return Sql("WITH ") + scope + Sql(_TOTALS.format(grp=grp, bucket=at))
 
 
 def _per_call_sql(filters: Filters, by: str | None, bucket: str | None, threshold: int | None) -> Sql:
@@ -433,9 +422,8 @@ def _by_model(priced: pl.DataFrame, rates: pl.DataFrame) -> pl.DataFrame:
 def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -> CacheAnswer:
     """Cache hit rate, dollars saved and missed (overall, per ``options.by``, per ``options.bucket``, per model), TTFT
     by hit-rate band, and the prefix-stability report, over the calls ``filters`` select."""
-    if options.by is not None and options.by not in DIMENSIONS:
-        raise UsageError(f"unknown dimension {options.by!r}: one of {', '.join(DIMENSIONS)}")
     by, bucket = options.by, options.bucket
+    check_dimension(by)
     check_bucket(store, filters, bucket)
     # a model's rates do not depend on which of its calls are looked at: learn them from the project's calls in the
     # window (a narrow filter, e.g. one task kind that never hit the cache, would otherwise lose the cache-read rate

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -29,14 +29,14 @@ from taskcost.analytics._cost_intervals import (
     BOOTSTRAP_BUDGET_UNITS,
     COMPLETED,
     FAILED,
+    KEYS,
     RUNNING,
     group_intervals,
     interval,
 )
-from taskcost.analytics._cost_intervals import KEYS as _KEYS
-from taskcost.analytics._facts import check_bucket
-from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, Filters, Sql, task_scope
-from taskcost.analytics._question import Options, Question, UsageError
+from taskcost.analytics._facts import Bucket, check_bucket, check_dimension
+from taskcost.analytics._filters import CALL_DIMENSIONS, Filters, Sql, task_scope
+from taskcost.analytics._question import Options, Question
 from taskcost.analytics._rates import model_rates
 from taskcost.analytics._stats import Interval, micro_usd, wilson_ci
 from taskcost.analytics._waste import (
@@ -59,7 +59,6 @@ __all__ = ["QUESTION", "Bucket", "CostAnswer", "CostOptions", "cost", "cost_by_a
 MAX_GROUPS = 200
 """Rows of the groups table at most (the costliest; with ``bucket`` alone, the latest); the summary covers all."""
 
-Bucket = Literal["minute", "hour", "day", "week"]
 # outcome as a small integer: it groups a million tasks several times faster than the text
 _OUTCOME = (
     "CAST(coalesce(CASE outcome WHEN 'completed' THEN 1 WHEN 'failed' THEN 2 WHEN 'abandoned' THEN 3 END, 0) "
@@ -145,7 +144,7 @@ def _group_figures(tasks: pl.DataFrame) -> pl.DataFrame:
     pass of plain sums per (group, outcome, sampled), then the few rows are folded: filtered sums over a million
     tasks would each be a pass. A key that is not asked for (no ``by``, no ``bucket``) is left out of the first pass:
     grouping a million rows by a column of NULLs costs as much as by a real one."""
-    keys = [k for k in _KEYS if tasks[k].null_count() < len(tasks)]
+    keys = [k for k in KEYS if tasks[k].null_count() < len(tasks)]
     per = tasks.group_by(*keys, "outcome", "sampled").agg(
         n=pl.len(),
         usd=pl.col("cost_usd").sum(),
@@ -155,11 +154,11 @@ def _group_figures(tasks: pl.DataFrame) -> pl.DataFrame:
         attempts=pl.col("attempts").sum(),
         unpriced=pl.col("unpriced_calls").sum(),
     )
-    per = per.with_columns(pl.lit(None, dtype=tasks.schema[k]).alias(k) for k in _KEYS if k not in keys)
+    per = per.with_columns(pl.lit(None, dtype=tasks.schema[k]).alias(k) for k in KEYS if k not in keys)
     o, n = pl.col("outcome"), pl.col("n")
     done, ok, running = o != RUNNING, o == COMPLETED, o == RUNNING
     llm = pl.col("usd") - pl.col("tool_usd")  # cost = llm + tool, so their sums differ by exactly that
-    return per.group_by(_KEYS).agg(
+    return per.group_by(KEYS).agg(
         tasks=_sum(n, done),
         completed=_sum(n, ok),
         failed=_sum(n, o == FAILED),
@@ -355,7 +354,7 @@ def _total(
     whole: dict[str, Any] = dict.fromkeys(columns, 0) | {"grp": None, "bucket": None}
     for r in raw:
         for k, v in r.items():
-            if k not in _KEYS and v is not None:
+            if k not in KEYS and v is not None:
                 whole[k] = whole.get(k, 0) + v
     unmeasured = sum(1 for r in measured if not r["measured"])
     total = _measure(whole, sampled)
@@ -377,8 +376,8 @@ def _call_figures(
     measured = tasks.filter(pl.col("sampled"))
     windows = call_windows(measured.select("start_time", "end_time"))
     calls = call_waste(store, filters, measured["h"].to_list(), windows)
-    calls = calls.join(measured.select("h", *_KEYS).unique("h"), on="h", how="inner")
-    per_model = calls.group_by(*_KEYS, "provider", "model").agg(
+    calls = calls.join(measured.select("h", *KEYS).unique("h"), on="h", how="inner")
+    per_model = calls.group_by(*KEYS, "provider", "model").agg(
         pl.col(c).sum() for c in (*COUNTS, "failed_attempts_usd", "retried_attempts_usd")
     )
     missed = (
@@ -395,8 +394,7 @@ def _call_figures(
 def _task_frame(store: ReadStore, filters: Filters, by: str | None, bucket: str | None) -> pl.DataFrame:
     """One row per selected task: its group (``grp``: its value of ``by``) and time bucket, outcome, times, spend,
     tool calls, attempts, unpriced attempts and hash."""
-    if by is not None and by not in DIMENSIONS:
-        raise UsageError(f"by: unknown dimension {by!r} (one of: {', '.join(DIMENSIONS)})")
+    check_dimension(by)
     check_bucket(store, filters, bucket)
     scope = task_scope(filters, (by,) if by in CALL_DIMENSIONS else ())
     group = "CAST(NULL AS VARCHAR)" if by is None else by
@@ -426,14 +424,14 @@ def cost_by_and_over_time(store: ReadStore, filters: Filters, options: CostOptio
 def _answer(store: ReadStore, filters: Filters, options: CostOptions, tasks: pl.DataFrame) -> CostAnswer:
     by, bucket = options.by, options.bucket
     tasks, per_model, slices, discounts = _call_figures(store, filters, tasks, options)
-    per_group = per_model.group_by(_KEYS).agg(pl.col(c).sum() for c in _CALL_SUMS)
+    per_group = per_model.group_by(KEYS).agg(pl.col(c).sum() for c in _CALL_SUMS)
     groups = _group_figures(tasks)
-    joined = groups.join(per_group, on=_KEYS, how="left", nulls_equal=True)
+    joined = groups.join(per_group, on=KEYS, how="left", nulls_equal=True)
     raw = joined.to_dicts()
     measured = [_measure(r, slices is not None) for r in raw]
     t = _total(raw, measured, slices is not None, groups.columns)
 
-    finished = tasks.filter(pl.col("outcome") != RUNNING).select(*_KEYS, "outcome", "cost_usd", "h")
+    finished = tasks.filter(pl.col("outcome") != RUNNING).select(*KEYS, "outcome", "cost_usd", "h")
     finished = finished.with_columns(micro_usd=pl.Series(micro_usd(finished["cost_usd"]), dtype=pl.Int64))
     ci = interval(finished, options.confidence)
     success = wilson_ci(int(t["completed"]), int(t["tasks"]), options.confidence)

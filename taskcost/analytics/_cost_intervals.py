@@ -9,7 +9,7 @@ import warnings
 from typing import Any
 
 from taskcost._internal.lazy import np, pl
-from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, ratio_ci, stats
+from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, delta_ratio_ci, ratio_ci, stats
 
 __all__ = [
     "ABANDONED",
@@ -97,15 +97,11 @@ def _moments(finished: pl.DataFrame) -> pl.DataFrame:
 def _delta_intervals(moments: pl.DataFrame, confidence: float) -> dict[tuple[Any, Any], Interval]:
     """``interval`` of each group of ``moments`` by the delta method (``ratio_ci``'s, for more than
     ``BOOTSTRAP_MAX_UNITS`` tasks), from its moments."""
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
     out = {}
     for g, b, n, mx, my, sxx, syy, sxy in moments.iter_rows():
         if my <= 0:  # no completed task: no ratio
             out[(g, b)] = Interval.none()
             continue
-        r = mx / my
-        var = (sxx - 2 * r * sxy + r * r * syy) / (n - 1) / (n * my * my)
-        half = z * math.sqrt(max(var, 0.0))
-        ci = Interval(float(r - half), float(r + half), "delta")
+        ci = delta_ratio_ci(n, mx, my, sxx / (n - 1), syy / (n - 1), sxy / (n - 1), confidence)
         out[(g, b)] = ci if math.isfinite(ci.low) and math.isfinite(ci.high) else Interval.none()
     return out

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from taskcost.analytics._filters import utc_text
 from taskcost.store import ReadStore
 
 __all__ = ["Coverage", "MissingPrice", "MissingPrices", "cost_coverage", "missing_prices"]
@@ -61,21 +62,14 @@ class MissingPrices:
     coverage: Coverage
 
 
-def _utc_text(at: datetime) -> str:
-    """The views' TIMESTAMPs are UTC wall times; parameters travel as text (also over the HTTP API)."""
-    if at.tzinfo is not None:
-        at = at.astimezone(UTC).replace(tzinfo=None)
-    return at.isoformat(sep=" ")
-
-
 def _where(since: datetime | None, until: datetime | None) -> tuple[str, list[Any]]:
     parts, params = [], []
     if since is not None:
         parts.append("start_time >= CAST(? AS TIMESTAMP)")
-        params.append(_utc_text(since))
+        params.append(utc_text(since))
     if until is not None:
         parts.append("start_time < CAST(? AS TIMESTAMP)")
-        params.append(_utc_text(until))
+        params.append(utc_text(until))
     return (" WHERE " + " AND ".join(parts)) if parts else "", params
 
 

@@ -7,22 +7,28 @@ One aggregate over ``tasks`` each (the roll-up: one row per task, whatever the n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
+from typing import Literal
 
 from taskcost.analytics._answer import frame
-from taskcost.analytics._filters import Filters, Sql, call_scope, task_scope
+from taskcost.analytics._filters import DIMENSIONS, Filters, Sql, call_scope, naive_utc, task_scope
 from taskcost.analytics._question import UsageError
 from taskcost.store import ReadStore
 
 __all__ = [
     "DEMO_SERVICE",
     "MINUTE_BUCKETS_SPAN",
+    "Bucket",
     "DataExtent",
     "DemoMarks",
     "check_bucket",
+    "check_dimension",
     "data_extent",
     "demo_marks",
 ]
+
+Bucket = Literal["minute", "hour", "day", "week"]
+"""A time series' step: the start of each row's minute, hour, day or week (UTC; weeks start on Monday)."""
 
 MINUTE_BUCKETS_SPAN = timedelta(days=7)
 """A time series per minute covers at most this long a selection (10,080 rows a group): more is an answer nobody can
@@ -59,8 +65,10 @@ def data_extent(store: ReadStore, filters: Filters, *, calls: bool = False) -> D
     return DataExtent(int(row["tasks"]), row["first"], row["last"], row["last_call"])
 
 
-def _naive_utc(at: datetime) -> datetime:
-    return at if at.tzinfo is None else at.astimezone(UTC).replace(tzinfo=None)
+def check_dimension(by: str | None) -> None:
+    """A usage error when ``by`` is not a dimension a question can group by."""
+    if by is not None and by not in DIMENSIONS:
+        raise UsageError(f"by: unknown dimension {by!r} (one of: {', '.join(DIMENSIONS)})")
 
 
 def check_bucket(store: ReadStore, filters: Filters, bucket: str | None) -> None:
@@ -69,14 +77,14 @@ def check_bucket(store: ReadStore, filters: Filters, bucket: str | None) -> None
     if bucket != "minute":
         return
     if filters.since is not None and filters.until is not None:
-        first, last = _naive_utc(filters.since), _naive_utc(filters.until)
+        first, last = naive_utc(filters.since), naive_utc(filters.until)
     else:
         extent = data_extent(store, filters, calls=True)
         if extent.first_start is None or extent.last_start is None:
             return
-        first = _naive_utc(filters.since) if filters.since is not None else extent.first_start
+        first = naive_utc(filters.since) if filters.since is not None else extent.first_start
         ends = [extent.last_start, extent.last_call_start or extent.last_start]
-        last = _naive_utc(filters.until) if filters.until is not None else max(ends)
+        last = naive_utc(filters.until) if filters.until is not None else max(ends)
     if last - first > MINUTE_BUCKETS_SPAN:
         raise UsageError(
             f"bucket=minute: the selection spans {(last - first).days} days, more than "

@@ -32,6 +32,7 @@ __all__ = [
     "Sql",
     "call_scope",
     "hours_scope",
+    "naive_utc",
     "task_scope",
     "utc_text",
 ]
@@ -105,11 +106,14 @@ class Filters(BaseModel):
         return ", ".join(parts) if parts else "all data"
 
 
+def naive_utc(at: datetime) -> datetime:
+    """``at`` as the views hold times: a UTC wall time without a zone (an aware time is converted first)."""
+    return at if at.tzinfo is None else at.astimezone(UTC).replace(tzinfo=None)
+
+
 def utc_text(at: datetime) -> str:
     """The views' TIMESTAMPs are UTC wall times; parameters travel as text (also over the HTTP API)."""
-    if at.tzinfo is not None:
-        at = at.astimezone(UTC).replace(tzinfo=None)
-    return at.isoformat(sep=" ")
+    return naive_utc(at).isoformat(sep=" ")
 
 
 @dataclass
@@ -196,9 +200,9 @@ HOUR_COLUMNS = (
 )
 """The columns of ``llm_call_hours``, which ``hours_scope`` gives."""
 _TOKENS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens")
-# one call as a row of llm_call_hours
+# one call as a row of llm_call_hours (its ``hour`` at the grain given)
 _CALL_AS_HOUR = (
-    "c.project, date_trunc('hour', c.start_time) AS hour, c.provider, c.model, c.deployment, c.engine, "
+    "c.project, date_trunc('{grain}', c.start_time) AS hour, c.provider, c.model, c.deployment, c.engine, "
     "c.engine_version, c.quantization, c.gpu_type, c.cluster_id, c.cost_usd IS NOT NULL AS priced, 1 AS attempts, "
     "CASE WHEN c.status = 'error' THEN 1 ELSE 0 END AS errors, c.cost_usd, "
     + ", ".join(f"coalesce(c.{t}, 0) AS {t}" for t in _TOKENS)
@@ -206,31 +210,28 @@ _CALL_AS_HOUR = (
 _HOUR = timedelta(hours=1)
 
 
-def _naive(at: datetime) -> datetime:
-    return at if at.tzinfo is None else at.astimezone(UTC).replace(tzinfo=None)
-
-
 def _floor_hour(at: datetime) -> datetime:
     return at.replace(minute=0, second=0, microsecond=0)
 
 
-def hours_scope(filters: Filters, name: str = "scoped_hours") -> Sql:
+def hours_scope(filters: Filters, name: str = "scoped_hours", *, grain: Literal["hour", "minute"] = "hour") -> Sql:
     """A CTE (``<name> AS (...)``) of the selected call attempts added up per hour, in the columns of
     ``llm_call_hours`` (``HOUR_COLUMNS``; a key may repeat: sum the rows), for questions of traffic and spend that need
     no single call. The whole hours between ``since`` and ``until`` are read from ``llm_call_hours`` (a row per hour
     and key); the calls of a partial hour at either end are read one by one from ``llm_calls``, as are all of them when
     a task dimension or ``golden`` selects (the hourly roll-up does not know a call's task). Selects exactly the calls
-    of ``call_scope``."""
+    of ``call_scope``. ``grain="minute"``: every call, its ``hour`` column the start of its minute (finer than the
+    roll-up)."""
 
     def calls(conds: list[Sql]) -> Sql:
-        return Sql(f"SELECT {_CALL_AS_HOUR} FROM llm_calls AS c WHERE ") + _where(conds)
+        return Sql(f"SELECT {_CALL_AS_HOUR.format(grain=grain)} FROM llm_calls AS c WHERE ") + _where(conds)
 
-    if _by_task(filters):
+    if _by_task(filters) or grain != "hour":
         body = calls(_call_conditions(filters))
         return Sql(f"{name} AS (") + body + Sql(")")
     dims = _call_conditions(filters, time=False)
-    since = None if filters.since is None else _naive(filters.since)
-    until = None if filters.until is None else _naive(filters.until)
+    since = None if filters.since is None else naive_utc(filters.since)
+    until = None if filters.until is None else naive_utc(filters.until)
     lo = None if since is None else (since if since == _floor_hour(since) else _floor_hour(since) + _HOUR)
     hi = None if until is None else _floor_hour(until)
     if lo is not None and hi is not None and lo >= hi:  # no whole hour

@@ -19,6 +19,7 @@ __all__ = [
     "BOOTSTRAP_RESAMPLES",
     "SEED",
     "Interval",
+    "delta_ratio_ci",
     "difference_ci",
     "micro_usd",
     "ratio_ci",
@@ -106,13 +107,18 @@ def ratio_ci(numerator: np.ndarray, denominator: np.ndarray, confidence: float =
                 random_state=np.random.default_rng(SEED),
             )
         return Interval(float(res.confidence_interval.low), float(res.confidence_interval.high), "bootstrap")
-    # delta method for a ratio of means (Deng et al. 2018): var(r) = (s_x^2 - 2r s_xy + r^2 s_y^2) / (n mean_y^2)
-    mx, my = num.mean(), den.mean()
-    r = mx / my
     cov = np.cov(num, den, ddof=1)
-    var = (cov[0, 0] - 2 * r * cov[0, 1] + r * r * cov[1, 1]) / (n * my * my)
-    z = stats.norm.ppf(0.5 + confidence / 2)
-    half = z * math.sqrt(max(var, 0.0))
+    return delta_ratio_ci(n, num.mean(), den.mean(), cov[0, 0], cov[1, 1], cov[0, 1], confidence)
+
+
+def delta_ratio_ci(
+    n: int, mean_x: float, mean_y: float, var_x: float, var_y: float, cov_xy: float, confidence: float = 0.95
+) -> Interval:
+    """The delta-method interval of a ratio of means (Deng et al. 2018) from ``n`` units' means, variances and
+    covariance (ddof 1): var(r) = (s_x^2 - 2r s_xy + r^2 s_y^2) / (n mean_y^2)."""
+    r = mean_x / mean_y
+    var = (var_x - 2 * r * cov_xy + r * r * var_y) / (n * mean_y * mean_y)
+    half = float(stats.norm.ppf(0.5 + confidence / 2)) * math.sqrt(max(var, 0.0))
     return Interval(float(r - half), float(r + half), "delta")
 
 

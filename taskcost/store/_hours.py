@@ -22,7 +22,6 @@ import duckdb
 from taskcost.store._sql import count
 
 __all__ = [
-    "CALL_COLUMNS",
     "HOUR_KEYS",
     "HOUR_MEASURES",
     "add_to_hours",
@@ -65,28 +64,6 @@ _MONEY = "DECIMAL(38, 12)"
 _KEY_LIST = ", ".join(HOUR_KEYS)
 _FOLD = "_taskcost_fold_hours"
 _FOLD_HOURS = "_taskcost_fold_hour_list"
-
-# the columns of llm_call_rows the key and measures read (a re-price returns them for the calls it changed)
-CALL_COLUMNS = (
-    "project",
-    "start_ns",
-    "provider",
-    "response_model",
-    "request_model",
-    "deployment",
-    "engine",
-    "engine_version",
-    "quantization",
-    "gpu_type",
-    "cluster_id",
-    "cost_usd",
-    "status",
-    "input_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-)
 
 
 def _sum(measure: str, value: str) -> str:
@@ -174,9 +151,9 @@ def fold_hours(cur: duckdb.DuckDBPyConnection, fold_rows: int) -> None:
 
 
 def adjust_hours(cur: duckdb.DuckDBPyConnection, changed: str, old: str) -> None:
-    """Append, in a re-price's transaction, what it changed per key: ``changed``, a relation of the changed rows as
-    stored now (``CALL_COLUMNS``, trace_id, span_id, duplicate); ``old``: a relation of (project, trace_id, span_id,
-    old_cost_usd). Each counted call is taken out at its old cost and put in at its new one."""
+    """Append, in a re-price's transaction, what it changed per key: ``changed``, a relation of the changed
+    ``llm_call_rows`` rows as stored now; ``old``: a relation of (project, trace_id, span_id, old_cost_usd). Each
+    counted call is taken out at its old cost and put in at its new one."""
     moves = (
         f"(SELECT *, 1 AS sign FROM {changed} WHERE NOT duplicate "
         f"UNION ALL BY NAME SELECT c.* REPLACE (o.old_cost_usd AS cost_usd), -1 AS sign FROM {changed} AS c "

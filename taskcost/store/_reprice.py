@@ -39,6 +39,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from taskcost.pricing import (
     CallPrice,
@@ -74,7 +75,6 @@ _NEW_SCHEMA = pa.schema(
     ]
 )
 _SET = ", ".join(f"{c} = n.{c}" for c in PRICE_COLUMNS)
-_CHANGED = ", ".join(f"c.{c}" for c in ("trace_id", "span_id", "duplicate", *_hours.CALL_COLUMNS))
 _OLD = ", ".join(f"c.{c} AS old_{c}" for c in PRICE_COLUMNS if c != "priced_at_ns")
 _MAX_WINDOWS_SHOWN = 24
 _CHECKPOINT_PAGES = 10  # try a CHECKPOINT after this many committed pages: it writes out the updates held in memory
@@ -126,13 +126,13 @@ def _apply(cur: duckdb.DuckDBPyConnection, rows: list[tuple[Any, ...]]) -> None:
         _rollup.adjust_tasks(cur, "_taskcost_repriced", "llm")
         # the changed rows as stored now, for the hourly roll-up: read within their starts (zone maps skip the rest;
         # UPDATE ... RETURNING would do, but DuckDB then rewrites the rows, and their row ids, which pages go by)
-        starts = [r[6] for r in rows]
+        starts = table.column("start_ns")
         cur.execute(
-            f"CREATE OR REPLACE TEMP TABLE _taskcost_changed AS SELECT {_CHANGED} FROM llm_call_rows AS c "
+            "CREATE OR REPLACE TEMP TABLE _taskcost_changed AS SELECT c.* FROM llm_call_rows AS c "
             "SEMI JOIN _taskcost_repriced AS n ON c.project = n.project AND c.trace_id = n.trace_id "
             "AND c.span_id = n.span_id AND c.start_ns = n.start_ns "
             "WHERE c.start_ns BETWEEN ? AND ?",
-            [min(starts), max(starts)],
+            [pc.min(starts).as_py(), pc.max(starts).as_py()],
         )
         _hours.adjust_hours(cur, "_taskcost_changed", "_taskcost_repriced")
         cur.execute("DROP TABLE _taskcost_changed")

@@ -98,20 +98,26 @@ QUALIFY response_id IS NULL
     OR row_number() OVER (PARTITION BY project, trace_id, response_id ORDER BY received_ns, span_id) = 1
 ORDER BY 1, 2, 3
 """
-_HOUR_KEY = (
+HOUR_KEY = (
     "project, hour, provider, model, deployment, engine, engine_version, quantization, gpu_type, cluster_id, priced"
 )
-_HOUR_COLUMNS = _HOUR_KEY + (
+_HOUR_COLUMNS = HOUR_KEY + (
     ", attempts, errors, cost_usd, input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens"
 )
-REFERENCE_HOURS = """
+
+
+def hours_from(calls: str) -> str:
+    """``llm_call_hours``'s rows worked out from scratch from the call rows ``calls`` (``llm_calls`` columns)."""
+    return f"""
 SELECT project, date_trunc('hour', start_time) AS hour, provider, model, deployment, engine, engine_version,
     quantization, gpu_type, cluster_id, cost_usd IS NOT NULL AS priced,
-    count(*) AS attempts, count(*) FILTER (WHERE status = 'error') AS errors, sum(cost_usd) AS cost_usd,
-    coalesce(sum(input_tokens), 0) AS input_tokens, coalesce(sum(cache_read_tokens), 0) AS cache_read_tokens,
-    coalesce(sum(cache_write_tokens), 0) AS cache_write_tokens, coalesce(sum(output_tokens), 0) AS output_tokens,
-    coalesce(sum(reasoning_tokens), 0) AS reasoning_tokens
-FROM llm_calls GROUP BY ALL ORDER BY ALL
+    count(*)::BIGINT AS attempts, count(*) FILTER (WHERE status = 'error')::BIGINT AS errors, sum(cost_usd) AS cost_usd,
+    coalesce(sum(input_tokens), 0)::BIGINT AS input_tokens,
+    coalesce(sum(cache_read_tokens), 0)::BIGINT AS cache_read_tokens,
+    coalesce(sum(cache_write_tokens), 0)::BIGINT AS cache_write_tokens,
+    coalesce(sum(output_tokens), 0)::BIGINT AS output_tokens,
+    coalesce(sum(reasoning_tokens), 0)::BIGINT AS reasoning_tokens
+FROM {calls} GROUP BY ALL ORDER BY ALL
 """
 
 
@@ -122,7 +128,7 @@ def assert_exact(store: DuckDBStore) -> list[tuple[Any, ...]]:
     calls = store.query("SELECT project, trace_id, span_id FROM llm_calls ORDER BY 1, 2, 3").rows
     assert calls == store.admin_query(REFERENCE_CALLS).rows
     hours = store.query(f"SELECT {_HOUR_COLUMNS} FROM llm_call_hours ORDER BY ALL").rows
-    assert hours == store.admin_query(REFERENCE_HOURS).rows
+    assert hours == store.admin_query(hours_from("llm_calls")).rows
     return tasks
 
 
