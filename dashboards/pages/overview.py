@@ -269,7 +269,8 @@ def headline(store: ReadStore, query: Mapping[str, Any], now: datetime) -> tuple
             "attempts",
             "Attempts per completed task",
             html.Span("—" if apt is None else f"{float(apt):.2f}", className="tc-figure"),
-            f"{count(s.get('attempts'))} call attempts, {count(s.get('superseded_attempts'))} of them retried over",
+            f"{count(s.get('attempts'))} call attempts, "
+            f"{count(s.get('superseded_attempts'))} of them superseded by a retry",
             _trend(groups, bucket, "attempts_per_completed_task", lambda v: f"{v:.2f}", id="overview-attempts-trend"),
         ),
         _card(
