@@ -407,7 +407,7 @@ def test_large_groups_get_the_delta_interval_small_ones_the_bootstrap(
 
 
 @pytest.mark.parametrize("sampled", [False, True])
-def test_by_group_and_over_time_from_one_read_answer_as_each_alone(
+def test_by_group_and_over_time_answer_as_each_alone(
     store: DuckDBStore, monkeypatch: pytest.MonkeyPatch, sampled: bool
 ) -> None:
     """The Cost page's pair: each answer is what ``cost`` gives with that option alone, waste sampling included."""

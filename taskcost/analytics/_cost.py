@@ -8,8 +8,10 @@
   misses (``_waste.py``). Tool spend is shown beside it, not as waste.
 - Every dollar figure excludes unpriced attempts and says how many there were (``unpriced_calls``, ``priced_share``).
 
-Task-level figures come from the ``tasks`` roll-up (one row per task, read once into polars: it also gives the
-intervals); call-level waste from one pass over the completed tasks' calls. Optionally grouped by a dimension
+Task-level figures come from the ``tasks`` roll-up, aggregated in SQL per group and outcome (exact DECIMAL sums, and
+the moments of spend the delta intervals need: ``_cost_intervals``); only the tasks the waste is measured on, and
+those of a bootstrapped group, are read one by one. Call-level waste comes from one pass over the measured tasks'
+calls. Optionally grouped by a dimension
 (``--by model``) and/or by time bucket of the task's start (``--bucket day``).
 """
 
@@ -23,6 +25,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from taskcost._internal.lazy import pl
+from taskcost.analytics import _cost_intervals
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._cost_intervals import (
     ABANDONED,
@@ -31,11 +34,15 @@ from taskcost.analytics._cost_intervals import (
     FAILED,
     KEYS,
     RUNNING,
+    SPEND_MOMENTS,
+    Rows,
+    delta_intervals,
     group_intervals,
     interval,
+    moments,
 )
 from taskcost.analytics._facts import Bucket, check_bucket, check_dimension
-from taskcost.analytics._filters import CALL_DIMENSIONS, Filters, Sql, task_scope
+from taskcost.analytics._filters import CALL_DIMENSIONS, Filters, Sql, task_scope, utc_text
 from taskcost.analytics._question import Options, Question
 from taskcost.analytics._rates import model_rates
 from taskcost.analytics._stats import Interval, micro_usd, wilson_ci
@@ -121,44 +128,45 @@ class CostAnswer(Answer):
         return out
 
 
-# -- SQL: one row per selected task ------------------------------------------------------------------------------
-def _tasks_sql(scope: Sql, group: str, bucket: str) -> Sql:
+# -- SQL: the selected tasks, aggregated in parts -------------------------------------------------------------------
+def _tasks(scope: Sql, group: str, bucket: str) -> Sql:
+    """``WITH`` the selected tasks (``t``): each one's group (``grp``), time bucket, outcome code and figures."""
     return (
         Sql("WITH ")
         + scope
         + Sql(
-            f"\nSELECT {group} AS grp, {bucket} AS bucket, {_OUTCOME} AS outcome, start_time, end_time, cost_usd, "
-            "tool_cost_usd, "
-            f"coalesce(tool_calls, 0) AS tool_calls, coalesce(attempts, 0) AS attempts, "
-            f"coalesce(unpriced_calls, 0) AS unpriced_calls, {task_hash()} AS h\nFROM scoped_tasks"
+            f",\nt AS (SELECT {group} AS grp, {bucket} AS bucket, {_OUTCOME} AS outcome, start_time, end_time, "
+            "cost_usd, tool_cost_usd, coalesce(tool_calls, 0) AS tool_calls, coalesce(attempts, 0) AS attempts, "
+            f"coalesce(unpriced_calls, 0) AS unpriced_calls, {task_hash()} AS h FROM scoped_tasks)\n"
         )
     )
+
+
+_PARTS = f"""
+SELECT grp, bucket, outcome, count(*) AS n, coalesce(sum(cost_usd), 0) AS usd, count(cost_usd) AS priced,
+    coalesce(sum(tool_cost_usd), 0) AS tool_usd, CAST(sum(tool_calls) AS BIGINT) AS tool_calls,
+    CAST(sum(attempts) AS BIGINT) AS attempts, CAST(sum(unpriced_calls) AS BIGINT) AS unpriced,
+    min(start_time) AS first_start, max(start_time) AS last_start,
+    CAST(coalesce(sum(attempts) FILTER (WHERE start_time IS NOT NULL), 0) AS BIGINT) AS timed_attempts,
+    {SPEND_MOMENTS}
+FROM t
+GROUP BY grp, bucket, outcome
+"""
+"""Per (group, bucket, outcome): the additive task-level figures (exact DECIMAL sums), the start times and attempts
+the waste sample is drawn from, and the spend's moments (the delta intervals)."""
 
 
 def _sum(expr: pl.Expr, when: pl.Expr) -> pl.Expr:
     return expr.filter(when).sum()
 
 
-def _group_figures(tasks: pl.DataFrame) -> pl.DataFrame:
-    """Per (grp, bucket): the additive task-level figures (exact Decimal sums), and those of the sampled tasks. One
-    pass of plain sums per (group, outcome, sampled), then the few rows are folded: filtered sums over a million
-    tasks would each be a pass. A key that is not asked for (no ``by``, no ``bucket``) is left out of the first pass:
-    grouping a million rows by a column of NULLs costs as much as by a real one."""
-    keys = [k for k in KEYS if tasks[k].null_count() < len(tasks)]
-    per = tasks.group_by(*keys, "outcome", "sampled").agg(
-        n=pl.len(),
-        usd=pl.col("cost_usd").sum(),
-        priced=pl.col("cost_usd").count(),
-        tool_usd=pl.col("tool_cost_usd").sum(),
-        tool_calls=pl.col("tool_calls").sum(),
-        attempts=pl.col("attempts").sum(),
-        unpriced=pl.col("unpriced_calls").sum(),
-    )
-    per = per.with_columns(pl.lit(None, dtype=tasks.schema[k]).alias(k) for k in KEYS if k not in keys)
+def _group_figures(parts: pl.DataFrame, measured: pl.DataFrame) -> pl.DataFrame:
+    """Per (grp, bucket): the task-level figures, folded from the parts (a few rows per group), and those of the tasks
+    the waste was measured on (``measured``: one row per task)."""
     o, n = pl.col("outcome"), pl.col("n")
     done, ok, running = o != RUNNING, o == COMPLETED, o == RUNNING
     llm = pl.col("usd") - pl.col("tool_usd")  # cost = llm + tool, so their sums differ by exactly that
-    return per.group_by(KEYS).agg(
+    groups = parts.group_by(KEYS).agg(
         tasks=_sum(n, done),
         completed=_sum(n, ok),
         failed=_sum(n, o == FAILED),
@@ -179,9 +187,13 @@ def _group_figures(tasks: pl.DataFrame) -> pl.DataFrame:
         unpriced_calls=_sum(pl.col("unpriced"), done),
         in_progress_unpriced=_sum(pl.col("unpriced"), running),
         completed_llm_usd=_sum(llm, ok),
-        sampled_completed=_sum(n, pl.col("sampled")),
-        sampled_llm_usd=_sum(llm, pl.col("sampled")),
     )
+    sampled = measured.group_by(KEYS).agg(
+        sampled_completed=pl.len().cast(pl.Int64),
+        sampled_llm_usd=pl.col("cost_usd").sum() - pl.col("tool_cost_usd").sum(),
+    )
+    joined = groups.join(sampled, on=KEYS, how="left", nulls_equal=True)
+    return joined.with_columns(pl.col("sampled_completed").fill_null(0))
 
 
 _CALL_SUMS = (*COUNTS, "failed_attempts_usd", "retried_attempts_usd", "missed_usd", "missed_unpriced_tokens")
@@ -366,14 +378,17 @@ def _total(
 
 
 def _call_figures(
-    store: ReadStore, filters: Filters, tasks: pl.DataFrame, options: CostOptions
+    store: ReadStore, filters: Filters, tasks: Sql, parts: pl.DataFrame, options: CostOptions
 ) -> tuple[pl.DataFrame, pl.DataFrame, Slices | None, Discounts]:
-    """The tasks with their ``sampled`` flag (completed and measured); the call-level waste per (grp, bucket, provider,
-    model), its misses priced; the sample's slices (None: every completed task); the cache discounts used."""
-    done = pl.col("outcome") == COMPLETED
-    slices = sample_slices(tasks.filter(done), options.exact, None if options.bucket is None else "bucket")
-    tasks = tasks.with_columns(sampled=done if slices is None else done & slices.member())
-    measured = tasks.filter(pl.col("sampled"))
+    """The completed tasks measured (one row each: the sample, or all of them); the call-level waste per (grp, bucket,
+    provider, model), its misses priced; the sample's slices (None: every completed task); the cache discounts."""
+    strata = None if options.bucket is None else "bucket"
+    slices = sample_slices(parts.filter(pl.col("outcome") == COMPLETED), options.exact, strata)
+    member = Sql("TRUE") if slices is None else slices.sql()
+    sql = tasks + Sql(
+        "SELECT h, grp, bucket, start_time, end_time, cost_usd, tool_cost_usd FROM t WHERE outcome = 1 AND "
+    )
+    measured = frame(store, sql + member, filters, max_rows=100_000_000)
     windows = call_windows(measured.select("start_time", "end_time"))
     calls = call_waste(store, filters, measured["h"].to_list(), windows)
     calls = calls.join(measured.select("h", *KEYS).unique("h"), on="h", how="inner")
@@ -388,59 +403,64 @@ def _call_figures(
     rates = model_rates(store, filters) if len(missed) else {}
     discounts = miss_discounts(list(missed.iter_rows()), rates, at)
     per_model = priced_misses(per_model.with_columns(pl.col(c).cast(pl.Int64) for c in COUNTS), discounts)
-    return tasks, per_model, slices, discounts
+    return measured, per_model, slices, discounts
 
 
-def _task_frame(store: ReadStore, filters: Filters, by: str | None, bucket: str | None) -> pl.DataFrame:
-    """One row per selected task: its group (``grp``: its value of ``by``) and time bucket, outcome, times, spend,
-    tool calls, attempts, unpriced attempts and hash."""
-    check_dimension(by)
-    check_bucket(store, filters, bucket)
-    scope = task_scope(filters, (by,) if by in CALL_DIMENSIONS else ())
-    group = "CAST(NULL AS VARCHAR)" if by is None else by
-    time = "CAST(NULL AS TIMESTAMP)" if bucket is None else f"date_trunc('{bucket}', start_time)"
-    tasks = frame(store, _tasks_sql(scope, group, time), filters, max_rows=100_000_000)
-    return tasks.with_columns(pl.col(c).cast(pl.Int64) for c in ("tool_calls", "attempts", "unpriced_calls"))
+def _finished_rows(store: ReadStore, filters: Filters, tasks: Sql) -> Rows:
+    """Reads the finished tasks of some groups one by one (for a bootstrap: a few thousand at most)."""
+
+    def read(keys: list[tuple[Any, Any]] | None) -> pl.DataFrame:
+        sql = tasks + Sql("SELECT grp, bucket, outcome, cost_usd, h FROM t WHERE outcome <> 0")
+        if keys is not None:
+            sql += Sql(" AND (")
+            for i, (g, b) in enumerate(keys):
+                sql += Sql(
+                    ("" if not i else " OR ")
+                    + "(grp IS NOT DISTINCT FROM ? AND bucket IS NOT DISTINCT FROM CAST(? AS TIMESTAMP))",
+                    [g, None if b is None else utc_text(b)],
+                )
+            sql += Sql(")")
+        rows = frame(store, sql, filters, max_rows=100_000_000)
+        return rows.with_columns(micro_usd=pl.Series(micro_usd(rows["cost_usd"]), dtype=pl.Int64))
+
+    return read
 
 
 def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer:
     """Cost per completed task (and its interval), success rate and waste, for everything ``filters`` select and,
     with ``options.by`` / ``options.bucket``, per group."""
-    return _answer(store, filters, options, _task_frame(store, filters, options.by, options.bucket))
-
-
-def cost_by_and_over_time(store: ReadStore, filters: Filters, options: CostOptions) -> tuple[CostAnswer, CostAnswer]:
-    """``cost`` by ``options.by`` alone and ``cost`` by ``options.bucket`` alone (each answer what ``cost`` answers
-    with that option alone), from one read of the tasks: the dashboards' Cost page shows both."""
-    tasks = _task_frame(store, filters, options.by, options.bucket)
-    by_group = tasks.with_columns(pl.lit(None, dtype=tasks.schema["bucket"]).alias("bucket"))
-    over_time = tasks.with_columns(pl.lit(None, dtype=tasks.schema["grp"]).alias("grp"))
-    return (
-        _answer(store, filters, options.model_copy(update={"bucket": None}), by_group),
-        _answer(store, filters, options.model_copy(update={"by": None}), over_time),
-    )
-
-
-def _answer(store: ReadStore, filters: Filters, options: CostOptions, tasks: pl.DataFrame) -> CostAnswer:
     by, bucket = options.by, options.bucket
-    tasks, per_model, slices, discounts = _call_figures(store, filters, tasks, options)
+    check_dimension(by)
+    check_bucket(store, filters, bucket)
+    scope = task_scope(filters, (by,) if by in CALL_DIMENSIONS else ())
+    group = "CAST(NULL AS VARCHAR)" if by is None else by
+    time = "CAST(NULL AS TIMESTAMP)" if bucket is None else f"date_trunc('{bucket}', start_time)"
+    tasks = _tasks(scope, group, time)
+    parts = frame(store, tasks + Sql(_PARTS), filters, max_rows=100_000_000)
+    parts = parts.with_columns(pl.col("n").cast(pl.Int64), y=(pl.col("outcome") == COMPLETED).cast(pl.Int8))
+    measured, per_model, slices, discounts = _call_figures(store, filters, tasks, parts, options)
     per_group = per_model.group_by(KEYS).agg(pl.col(c).sum() for c in _CALL_SUMS)
-    groups = _group_figures(tasks)
+    groups = _group_figures(parts, measured)
     joined = groups.join(per_group, on=KEYS, how="left", nulls_equal=True)
     raw = joined.to_dicts()
-    measured = [_measure(r, slices is not None) for r in raw]
-    t = _total(raw, measured, slices is not None, groups.columns)
+    measured_groups = [_measure(r, slices is not None) for r in raw]
+    t = _total(raw, measured_groups, slices is not None, groups.columns)
 
-    finished = tasks.filter(pl.col("outcome") != RUNNING).select(*KEYS, "outcome", "cost_usd", "h")
-    finished = finished.with_columns(micro_usd=pl.Series(micro_usd(finished["cost_usd"]), dtype=pl.Int64))
-    ci = interval(finished, options.confidence)
+    finished = parts.filter(pl.col("outcome") != RUNNING)
+    rows = _finished_rows(store, filters, tasks)
+    whole = moments(finished.with_columns(_all=pl.lit(0)), ["_all"])
+    n_finished = int(whole["n"].sum()) if len(whole) else 0
+    if n_finished <= _cost_intervals.BOOTSTRAP_MAX_UNITS:
+        ci = interval(rows(None), options.confidence) if n_finished else Interval.none()
+    else:
+        ci = delta_intervals(whole, ["_all"], options.confidence)[0]
     success = wilson_ci(int(t["completed"]), int(t["tasks"]), options.confidence)
     notes = waste_notes(t, slices, discounts)
     table = None
-    if (by is not None or bucket is not None) and measured:
-        table = _groups_table(measured, finished, by, bucket, options.confidence, ci, notes)
+    if (by is not None or bucket is not None) and measured_groups:
+        table = _groups_table(measured_groups, moments(finished, KEYS), rows, by, bucket, options.confidence, ci, notes)
     figures = _summary(t, ci, success, options.confidence, slices)
-    figures["groups"] = len(measured) if table is not None else 0
+    figures["groups"] = len(measured_groups) if table is not None else 0
     return CostAnswer(
         filters,
         cost_per_completed_task_usd=figures["cost_per_completed_task_usd"],
@@ -454,9 +474,19 @@ def _answer(store: ReadStore, filters: Filters, options: CostOptions, tasks: pl.
     )
 
 
+def cost_by_and_over_time(store: ReadStore, filters: Filters, options: CostOptions) -> tuple[CostAnswer, CostAnswer]:
+    """``cost`` by ``options.by`` alone and ``cost`` by ``options.bucket`` alone: the dashboards' Cost page shows
+    both."""
+    return (
+        cost(store, filters, options.model_copy(update={"bucket": None})),
+        cost(store, filters, options.model_copy(update={"by": None})),
+    )
+
+
 def _groups_table(
     measured: list[dict[str, Any]],
-    finished: pl.DataFrame,
+    m: pl.DataFrame,
+    rows: Rows,
     by: str | None,
     bucket: str | None,
     confidence: float,
@@ -466,9 +496,8 @@ def _groups_table(
     everything = pl.DataFrame(measured, infer_schema_length=None)
     shown = _shown(everything, by, bucket)
     keys = list(zip(shown["grp"].to_list(), shown["bucket"].to_list(), strict=True))
-    alone = everything.filter(pl.col("tasks") > 0).height == 1
-    intervals, skipped = group_intervals(finished, keys, confidence, whole, alone)
-    rows = [_row(r, by, bucket) | _ci_columns(i) for r, i in zip(shown.to_dicts(), intervals, strict=True)]
+    intervals, skipped = group_intervals(m, keys, confidence, whole, rows)
+    rows_out = [_row(r, by, bucket) | _ci_columns(i) for r, i in zip(shown.to_dicts(), intervals, strict=True)]
     money = dict.fromkeys((*_GROUP_MONEY, "ci_low_usd", "ci_high_usd"), pl.Decimal(38, 12))
     if len(everything) > len(shown):
         which = "the latest" if by is None else "the costliest"
@@ -478,7 +507,7 @@ def _groups_table(
             f"no interval for {skipped} smaller groups: the bootstrap budget ({BOOTSTRAP_BUDGET_UNITS:,} "
             "tasks) went to the costlier ones; narrow the filters to get theirs"
         )
-    return pl.DataFrame(rows, schema_overrides=money, infer_schema_length=None)
+    return pl.DataFrame(rows_out, schema_overrides=money, infer_schema_length=None)
 
 
 def _ci_columns(i: Interval) -> dict[str, Any]:

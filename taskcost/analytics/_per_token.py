@@ -15,9 +15,9 @@ Definitions (docs/analytics.md, "Per token vs per task"):
 - rank 1 is the cheapest on each measure (ties share the lower rank); rank change = per-task rank - per-token rank,
   over the groups that can be ranked both ways.
 
-Two queries: the call aggregates (one pass over the selected calls), and one row per selected task with its group's
-value. The task rows are needed for the interval of $/completed task (resampling tasks) anyway, so the per-task sums
-are taken from them in polars (exact Decimal128 sums) rather than by evaluating the task scope a second time.
+Two aggregates: the calls' (from the hourly roll-up where it can: ``hours_scope``) and the tasks', in parts of one
+outcome (exact DECIMAL sums, and the moments of spend the delta interval of $/completed task needs). Only a group of
+at most ``BOOTSTRAP_MAX_UNITS`` finished tasks is read task by task, for its bootstrap.
 """
 
 from __future__ import annotations
@@ -32,15 +32,14 @@ from pydantic import Field
 
 from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
+from taskcost.analytics._cost_intervals import SPEND_MOMENTS, delta_intervals, moments
 from taskcost.analytics._filters import CALL_DIMENSIONS, MIXED, Filters, Sql, hours_scope, task_scope
 from taskcost.analytics._question import Options, Question
 from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, stats, wilson_ci
+from taskcost.analytics._waste import task_hash
 from taskcost.store import ReadStore
 
 __all__ = ["QUESTION", "PerTokenAnswer", "PerTokenOptions", "per_token"]
-
-MAX_TASKS = 20_000_000
-"""At most this many selected tasks are read back (one small row each); more is an error, never a shorter answer."""
 
 _MICRO = Decimal("0.000001")
 
@@ -108,15 +107,24 @@ FROM scoped_hours
 GROUP BY {col}, priced
 """
 
-_TASKS = """
-SELECT {dim} AS value,
+_TASKS = f"""
+SELECT {{dim}} AS value,
        CASE WHEN outcome IS NULL THEN 0 ELSE 1 END AS finished,
-       CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END AS completed,
-       cost_usd, tool_cost_usd,
-       CAST(attempts AS BIGINT) AS attempts,
-       CAST(unpriced_calls AS BIGINT) AS unpriced_calls
+       CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END AS y,
+       count(*) AS n,
+       sum(cost_usd) AS cost_usd, count(cost_usd) AS priced,
+       sum(tool_cost_usd) AS tool_cost_usd, count(tool_cost_usd) AS tool_priced,
+       CAST(coalesce(sum(attempts), 0) AS BIGINT) AS attempts,
+       CAST(coalesce(sum(unpriced_calls), 0) AS BIGINT) AS unpriced_calls,
+       {SPEND_MOMENTS}
 FROM scoped_tasks
+GROUP BY {{dim}}, finished, y
 """
+
+_FINISHED = """
+SELECT {dim} AS value, cost_usd, CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END AS completed
+FROM scoped_tasks
+WHERE outcome IS NOT NULL AND ("""
 
 
 def _call_groups(store: ReadStore, filters: Filters, by: str) -> pl.DataFrame:
@@ -140,43 +148,55 @@ def _call_groups(store: ReadStore, filters: Filters, by: str) -> pl.DataFrame:
     )
 
 
-def _task_rows(store: ReadStore, filters: Filters, by: str) -> pl.DataFrame:
+def _task_parts(store: ReadStore, filters: Filters, by: str) -> pl.DataFrame:
     sql = Sql("WITH ") + task_scope(filters, dimensions=(by,)) + Sql(_TASKS.format(dim=by))
-    return frame(store, sql, filters, max_rows=MAX_TASKS)
+    return frame(store, sql, filters).with_columns(pl.col("n").cast(pl.Int64))
 
 
-def _task_groups(rows: pl.DataFrame) -> pl.DataFrame:
+def _task_groups(parts: pl.DataFrame) -> pl.DataFrame:
     """Per group: task counts and the finished tasks' spend (exact Decimal sums), attempts and unpriced attempts."""
     fin = pl.col("finished") == 1
 
-    def money(column: str) -> pl.Expr:  # NULL (not $0) when no finished task of the group has a priced amount
+    def money(column: str, priced: str) -> pl.Expr:  # NULL (not $0) when no finished task has a priced amount
         return (
-            pl.when(pl.col(column).filter(fin).count() > 0)
+            pl.when(pl.col(priced).filter(fin).sum() > 0)
             .then(pl.col(column).filter(fin).sum())
             .otherwise(None)
             .cast(pl.Decimal(38, 12))
         )
 
-    return rows.group_by("value").agg(
-        tasks=pl.len().cast(pl.Int64),
-        finished_tasks=pl.col("finished").sum().cast(pl.Int64),
-        completed_tasks=pl.col("completed").sum().cast(pl.Int64),
-        task_spend_usd=money("cost_usd"),
-        tool_spend_usd=money("tool_cost_usd"),
-        task_attempts=pl.col("attempts").filter(fin).sum().cast(pl.Int64),
-        task_unpriced_attempts=pl.col("unpriced_calls").filter(fin).sum().cast(pl.Int64),
+    return parts.group_by("value").agg(
+        tasks=pl.col("n").sum(),
+        finished_tasks=pl.col("n").filter(fin).sum(),
+        completed_tasks=pl.col("n").filter(pl.col("y") == 1).sum(),
+        task_spend_usd=money("cost_usd", "priced"),
+        tool_spend_usd=money("tool_cost_usd", "tool_priced"),
+        task_attempts=pl.col("attempts").filter(fin).sum(),
+        task_unpriced_attempts=pl.col("unpriced_calls").filter(fin).sum(),
     )
 
 
-def _intervals(rows: pl.DataFrame, confidence: float) -> dict[Any, Interval]:
-    """The interval of $/completed task of each group: ``ratio_ci`` over its finished tasks (spend, completed)."""
-    finished = rows.filter(pl.col("finished") == 1)
-    out: dict[Any, Interval] = {}
+def _intervals(
+    store: ReadStore, filters: Filters, by: str, parts: pl.DataFrame, confidence: float
+) -> dict[Any, Interval]:
+    """The interval of $/completed task of each group (``ratio_ci`` over its finished tasks: spend, completed): the
+    delta method from the parts' moments above ``BOOTSTRAP_MAX_UNITS`` tasks, else a bootstrap of its tasks, read in
+    one query for all such groups (ordered by their hash: the same data resamples the same way)."""
+    m = moments(parts.filter(pl.col("finished") == 1), ["value"])
+    out = delta_intervals(m.filter(pl.col("n") > BOOTSTRAP_MAX_UNITS), ["value"], confidence)
+    small = m.filter(pl.col("n") <= BOOTSTRAP_MAX_UNITS)["value"].to_list()
+    if not small:
+        return out
+    which = Sql("")
+    for i, value in enumerate(small):
+        which += Sql(("" if not i else " OR ") + f"{by} IS NOT DISTINCT FROM ?", [value])
+    sql = Sql("WITH ") + task_scope(filters, dimensions=(by,)) + Sql(_FINISHED.format(dim=by)) + which
+    rows = frame(store, sql + Sql(f")\nORDER BY {task_hash()}"), filters)
     with warnings.catch_warnings():
         # a resample without a completed task has no ratio (NaN), and then neither has the interval: reported as
         # "none" below, so scipy's warning about it is noise here
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        for key, part in finished.partition_by("value", as_dict=True, maintain_order=False).items():
+        for key, part in rows.partition_by("value", as_dict=True, maintain_order=True).items():
             out[key[0]] = ratio_ci(micro_usd(part["cost_usd"]), part["completed"].to_numpy(), confidence)
     return out
 
@@ -404,10 +424,9 @@ _DETAIL = [
 def per_token(store: ReadStore, filters: Filters, options: PerTokenOptions) -> PerTokenAnswer:
     """Each ``options.by`` group's blended $/1M tokens and $/completed task, ranked both ways, with the flips named."""
     by = options.by
-    rows = _task_rows(store, filters, by)
-    groups = _groups(
-        _call_groups(store, filters, by), _task_groups(rows), _intervals(rows, options.confidence), options
-    )
+    parts = _task_parts(store, filters, by)
+    intervals = _intervals(store, filters, by, parts, options.confidence)
+    groups = _groups(_call_groups(store, filters, by), _task_groups(parts), intervals, options)
     groups = groups.sort(
         [pl.col("per_token_rank").is_null(), "per_token_rank", "per_task_rank", pl.col("value") == MIXED, "value"],
         nulls_last=True,

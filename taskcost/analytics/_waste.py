@@ -68,7 +68,7 @@ _US = timedelta(microseconds=1)
 
 def task_hash(alias: str = "") -> str:
     """SQL for a task's 64-bit hash (DuckDB ``hash``; ClickHouse would say ``cityHash64``): joins a task's call
-    figures back to its row of the task frame, and orders tasks for a reproducible bootstrap."""
+    figures back to its measured task, and orders tasks for a reproducible bootstrap."""
     return f"hash({alias}project, {alias}task_id)"
 
 
@@ -78,34 +78,34 @@ class Slices:
 
     ranges: list[tuple[datetime, datetime]]
 
-    def member(self, column: str = "start_time") -> pl.Expr:
-        c = pl.col(column)
-        out = pl.lit(False)
-        for a, b in self.ranges:
-            out = out | ((c >= a) & (c < b))
-        return out.fill_null(False)
+    def sql(self, column: str = "start_time") -> Sql:
+        """The condition a sampled task's ``column`` meets (FALSE for no range)."""
+        if not self.ranges:
+            return Sql("FALSE")
+        out = Sql("(")
+        for i, (a, b) in enumerate(self.ranges):
+            out += Sql(
+                ("" if not i else " OR ") + f"({column} >= CAST(? AS TIMESTAMP) AND {column} < CAST(? AS TIMESTAMP))",
+                [utc_text(a), utc_text(b)],
+            )
+        return out + Sql(")")
 
 
 def sample_slices(done: pl.DataFrame, exact: bool, strata: str | None) -> Slices | None:
-    """Which completed tasks to measure (``done``: their ``start_time``, ``attempts`` and the ``strata`` column):
-    None for all of them (at most ``SAMPLE_ATTEMPTS`` attempts, or ``exact``); else slices of time holding about
-    ``SAMPLE_ATTEMPTS`` attempts, spread evenly over each stratum (a time bucket, when there are at most
-    ``MAX_STRATA``; else the whole selection), each stratum getting an equal share."""
+    """Which completed tasks to measure. ``done``: the completed tasks in parts (any grouping finer than the strata),
+    each with its ``attempts``, and of its tasks with a start time the ``first_start``, ``last_start`` and
+    ``timed_attempts``. None for all of them (at most ``SAMPLE_ATTEMPTS`` attempts, or ``exact``); else slices of time
+    holding about ``SAMPLE_ATTEMPTS`` attempts, spread evenly over each stratum (the ``strata`` column's values, a time
+    bucket, when there are at most ``MAX_STRATA``; else the whole selection), each stratum getting an equal share."""
     total = int(done["attempts"].sum())
     if exact or total <= SAMPLE_ATTEMPTS:
         return None
-    timed = done.filter(pl.col("start_time").is_not_null())
+    timed = done.filter(pl.col("first_start").is_not_null())
     key = pl.lit(0) if strata is None else pl.col(strata)
-    groups = timed.group_by(key.alias("_s")).agg(
-        lo=pl.col("start_time").min(), hi=pl.col("start_time").max(), attempts=pl.col("attempts").sum()
-    )
+    spread = {"lo": pl.col("first_start").min(), "hi": pl.col("last_start").max()}
+    groups = timed.group_by(key.alias("_s")).agg(**spread, attempts=pl.col("timed_attempts").sum())
     if len(groups) > MAX_STRATA:
-        groups = timed.select(
-            _s=pl.lit(0),
-            lo=pl.col("start_time").min(),
-            hi=pl.col("start_time").max(),
-            attempts=pl.col("attempts").sum(),
-        )
+        groups = timed.select(_s=pl.lit(0), **spread, attempts=pl.col("timed_attempts").sum())
     share = SAMPLE_ATTEMPTS / max(len(groups), 1)
     n = max(1, SLICES // max(len(groups), 1))
     ranges: list[tuple[datetime, datetime]] = []
