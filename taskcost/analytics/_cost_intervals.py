@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from taskcost._internal.lazy import np, pl
 from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, delta_ratio_ci, ratio_ci, stats
@@ -45,7 +45,7 @@ SPEND_MOMENTS = (
 (``var_pop`` times count; ClickHouse: ``varPop``). In DOUBLE: a DECIMAL product per task costs five times as much, and
 these feed an estimate only (the point figures are exact sums)."""
 
-Rows = Callable[[list[tuple[Any, Any]] | None], pl.DataFrame]
+Rows = Callable[[list[tuple[Any, Any]] | None], "pl.DataFrame"]
 """Reads the finished tasks of these groups (all of them: None): ``KEYS``, ``outcome``, ``micro_usd`` and ``h``."""
 
 
