@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from taskcost._internal.lazy import np, pl
-from taskcost.analytics._stats import BOOTSTRAP_RESAMPLES, SEED, Interval, difference_ci, stats
+from taskcost.analytics._stats import (
+    BOOTSTRAP_RESAMPLES,
+    SEED,
+    Interval,
+    delta_ratio_variance,
+    difference_ci,
+    stats,
+)
 
 __all__ = [
     "METRICS",
@@ -164,11 +171,9 @@ def _replicates(pairs: Sequence[tuple[np.ndarray, np.ndarray]], n: int, rng: np.
 
 def _ratio_and_variance(num: np.ndarray, den: np.ndarray) -> tuple[float, float]:
     """sum(num) / sum(den) and its delta-method variance (Deng et al. 2018)."""
-    n = len(num)
-    mx, my = float(num.mean()), float(den.mean())
-    r = mx / my
     cov = np.cov(num, den, ddof=1)
-    return r, float(cov[0, 0] - 2 * r * cov[0, 1] + r * r * cov[1, 1]) / (n * my * my)
+    r, var = delta_ratio_variance(len(num), float(num.mean()), float(den.mean()), cov[0, 0], cov[1, 1], cov[0, 1])
+    return r, float(var)
 
 
 def _delta_ratio_of_ratios(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from taskcost._internal.lazy import np, pl
 from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, delta_ratio_ci, ratio_ci, stats

@@ -20,6 +20,7 @@ __all__ = [
     "SEED",
     "Interval",
     "delta_ratio_ci",
+    "delta_ratio_variance",
     "difference_ci",
     "micro_usd",
     "ratio_ci",
@@ -116,10 +117,18 @@ def delta_ratio_ci(
 ) -> Interval:
     """The delta-method interval of a ratio of means (Deng et al. 2018) from ``n`` units' means, variances and
     covariance (ddof 1): var(r) = (s_x^2 - 2r s_xy + r^2 s_y^2) / (n mean_y^2)."""
-    r = mean_x / mean_y
-    var = (var_x - 2 * r * cov_xy + r * r * var_y) / (n * mean_y * mean_y)
+    r, var = delta_ratio_variance(n, mean_x, mean_y, var_x, var_y, cov_xy)
     half = float(stats.norm.ppf(0.5 + confidence / 2)) * math.sqrt(max(var, 0.0))
     return Interval(float(r - half), float(r + half), "delta")
+
+
+def delta_ratio_variance(
+    n: int, mean_x: float, mean_y: float, var_x: float, var_y: float, cov_xy: float
+) -> tuple[float, float]:
+    """A ratio of means and its delta-method variance: r = mean_x / mean_y, var(r) = (s_x^2 - 2r s_xy + r^2 s_y^2) /
+    (n mean_y^2)."""
+    r = mean_x / mean_y
+    return r, (var_x - 2 * r * cov_xy + r * r * var_y) / (n * mean_y * mean_y)
 
 
 def wilson_ci(successes: int, n: int, confidence: float = 0.95) -> Interval:
