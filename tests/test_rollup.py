@@ -9,11 +9,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from taskcost.normalize import SpanRecord
-from taskcost.store import DuckDBStore
+from taskcost.store import DuckDBStore, StoreUnavailableError
 from tests.builders.rollup import T0, assert_exact, batch, llm, task_row, tool_row
 
 
@@ -242,6 +243,12 @@ def test_migrations_0011_and_0012_carry_golden_tasks_and_hourly_calls_over(tmp_p
     con.execute("DELETE FROM schema_migrations WHERE name >= '0011'")
     con.close()
 
+    # a read (the CLI with no server) never upgrades the file: it says what is pending and how to apply it
+    with pytest.raises(StoreUnavailableError) as refused:
+        DuckDBStore.open(db, read_only=True)
+    assert "0011_golden_in_the_task_rollup, 0012_hourly_call_rollup" in str(refused.value)
+    assert f"taskcost serve --db {db}" in str(refused.value)
+
     with DuckDBStore.open(db) as store:
         assert assert_exact(store) == want
         assert store.query("SELECT task_id, golden FROM tasks ORDER BY 1").rows == [("gold", True), ("plain", False)]
@@ -253,3 +260,5 @@ def test_migrations_0011_and_0012_carry_golden_tasks_and_hourly_calls_over(tmp_p
             ("gpt-4o", True, 1, 1),
             ("no-such-model-anywhere", False, 1, 0),
         ]
+    with DuckDBStore.open(db, read_only=True) as store:  # upgraded: reads open again
+        assert store.query("SELECT count(*) FROM llm_call_hours").rows == [(3,)]

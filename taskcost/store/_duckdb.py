@@ -25,7 +25,7 @@ from taskcost.store._base import (
     StoreLockedError,
     StoreUnavailableError,
 )
-from taskcost.store._migrations import apply_migrations
+from taskcost.store._migrations import apply_migrations, pending_migrations
 from taskcost.store._results import fetch_bounded
 from taskcost.store._rows import TABLES, PreparedBatch, arrow_schema
 from taskcost.store._sandbox import DEFAULT_MAX_VALUE_BYTES, Sandbox
@@ -143,6 +143,14 @@ class DuckDBStore:
                 applied = apply_migrations(con)
                 if applied:
                     log.info("applied migrations to %s: %s", path, ", ".join(applied))
+            elif pending := pending_migrations(con):
+                # a read never changes the file, and the views it would query may not exist yet: say so, once
+                raise StoreUnavailableError(
+                    f"{path} needs {len(pending)} schema upgrade(s) this taskcost brings "
+                    f"({', '.join(m.name for m in pending)}); it was written by an older taskcost, or is not a "
+                    f"taskcost database. Start `taskcost serve --db {path}` once: it upgrades the file (a "
+                    "read-only open never changes it)"
+                )
             if memory_limit is not None:
                 con.execute("SET memory_limit = ?", [memory_limit])
             if threads is not None:
