@@ -42,7 +42,7 @@ from taskcost.analytics._cost_intervals import (
     moments,
 )
 from taskcost.analytics._facts import Bucket, check_bucket, check_dimension
-from taskcost.analytics._filters import CALL_DIMENSIONS, Filters, Sql, task_scope, utc_text
+from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, Filters, Sql, task_scope, utc_text
 from taskcost.analytics._question import Options, Question
 from taskcost.analytics._rates import model_rates
 from taskcost.analytics._stats import Interval, micro_usd, wilson_ci
@@ -72,6 +72,11 @@ _OUTCOME = (
     "AS TINYINT)"
 )
 _PLACES = Decimal("0.000000000001")  # the views' money scale, DECIMAL(38, 12)
+_SHOWN = (
+    "tasks", "completed", "success_rate", "spend_usd", "cost_per_completed_task_usd", "ci_low_usd", "ci_high_usd",
+    "waste_usd", "waste_share", "unpriced_calls",
+)  # fmt: skip
+"""The groups' columns a terminal shows (after the group's keys); CSV and JSON carry them all."""
 _MICRO = Decimal("0.000001")
 
 
@@ -124,7 +129,8 @@ class CostAnswer(Answer):
             )
         ]
         if self.groups is not None:
-            out.insert(0, Table("groups", "Cost per completed task, per group", self.groups))
+            keys = tuple(c for c in self.groups.columns if c in (*DIMENSIONS, "bucket"))
+            out.insert(0, Table("groups", "Cost per completed task, per group", self.groups, display=keys + _SHOWN))
         return out
 
 
