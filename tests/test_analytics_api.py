@@ -138,9 +138,15 @@ def test_the_cli_on_the_file_prints_the_librarys_answer_as_json_csv_and_tables(d
     first = next(iter(doc["tables"]))
     rows = list(csv.reader(io.StringIO(run_cli("cost", "--db", str(db), "--by", "model", "--format", "csv").stdout)))
     assert rows[0] == doc["tables"][first]["columns"]
-    text = run_cli("cost", "--db", str(db), "--by", "model", "--project", "p1").stdout
+    shown = run_cli("cost", "--db", str(db), "--by", "model", "--project", "p1")
+    text = shown.stdout
     money = [v for k, v in doc["summary"].items() if k.endswith("_usd") and v is not None]
     assert money and all(f"${Decimal(v):,.6f}" in text for v in money[:3]), text
+    # a terminal gets the groups' main columns, and is told where the rest are
+    groups = doc["tables"]["groups"]
+    assert "cost_per_completed_task_usd" in text and "superseded_attempts_usd" not in text
+    hidden = len(groups["columns"]) - len([c for c in groups["display"] if c in groups["columns"]])
+    assert f"({hidden} more columns: --format csv or json)" in shown.stderr
 
 
 def test_cli_usage_errors_exit_2(db: Path) -> None:

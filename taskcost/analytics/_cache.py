@@ -114,12 +114,19 @@ class CacheAnswer(Answer):
 
     def tables(self) -> list[Table]:
         by = f" by {self.by}" if self.by else ""
+        key = (self.by,) if self.by else ()
+        totals = ("calls", "input_tokens", "cache_read_tokens", "hit_rate", "saved_usd", "missed_tokens", "missed_usd")
         out = [
-            Table("groups", f"Cache hit rate, saved and missed{by}", self.groups),
-            Table("by_model", "By model, at its rates (USD per million tokens)", self.by_model),
+            Table("groups", f"Cache hit rate, saved and missed{by}", self.groups, (*key, *totals, "unpriced_calls")),
+            Table(
+                "by_model",
+                "By model, at its rates (USD per million tokens)",
+                self.by_model,
+                ("provider", "model", "self_hosted", "input_usd_per_mtok", "cache_read_usd_per_mtok", *totals),
+            ),
         ]
         if self.bucket is not None:
-            out.append(Table("over_time", f"Per {self.bucket}{by}", self.over_time))
+            out.append(Table("over_time", f"Per {self.bucket}{by}", self.over_time, ("bucket", *key, *totals)))
         out += [
             Table("ttft_by_hit_rate", "Time to first token by the call's hit rate", self.ttft_by_hit_rate),
             Table(
@@ -127,8 +134,37 @@ class CacheAnswer(Answer):
                 "Time to first token by input size and hit rate (like against like)",
                 self.ttft_by_input_size,
             ),
-            Table("prefix_stability", "Prompt-prefix stability by task kind (SDK fingerprint)", self.prefix_stability),
-            Table("prefix_breakers", "Where prefixes break, by tokens after the break", self.prefix_breakers),
+            Table(
+                "prefix_stability",
+                "Prompt-prefix stability by task kind (SDK fingerprint)",
+                self.prefix_stability,
+                (
+                    "kind",
+                    "compared_calls",
+                    "breaks",
+                    "break_rate",
+                    "top_break_kind",
+                    "top_break_block",
+                    "mean_stable_share",
+                    "missed_tokens",
+                    "missed_usd",
+                ),
+            ),  # fmt: skip
+            Table(
+                "prefix_breakers",
+                "Where prefixes break, by tokens after the break",
+                self.prefix_breakers,
+                (
+                    "kind",
+                    "break_kind",
+                    "break_block",
+                    "breaks",
+                    "share_of_breaks",
+                    "after_break_tokens",
+                    "after_break_usd",
+                    "missed_usd",
+                ),
+            ),  # fmt: skip
         ]
         return [t for t in out if t.frame.width]  # misses=false: the tables it did not measure are left out
 
