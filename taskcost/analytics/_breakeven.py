@@ -172,7 +172,23 @@ class BreakevenAnswer(Answer):
         return [
             Table("curve", "Monthly cost against volume (the observed profile scaled)", self.curve),
             Table("sensitivity", "Breakeven with throughput and $/GPU-hour 30% either way", self.sensitivity),
-            Table("traffic", "Observed traffic by model, and the API rates it is priced at", self.traffic),
+            Table(
+                "traffic",
+                "Observed traffic by model, and the API rates it is priced at",
+                self.traffic,
+                (
+                    "provider",
+                    "model",
+                    "deployment",
+                    "calls",
+                    "tokens_per_hour",
+                    "priced_at",
+                    "input_usd_per_mtok",
+                    "output_usd_per_mtok",
+                    "api_monthly_usd",
+                    "unpriced_calls",
+                ),
+            ),  # fmt: skip
         ]
 
 

@@ -89,9 +89,13 @@ class PerTokenAnswer(Answer):
         }
 
     def tables(self) -> list[Table]:
+        ranking = [c for c in _RANKING if c not in ("unpriced_attempts", "task_unpriced_attempts")]
+        detail = ("call_attempts", "unpriced_attempts", "priced_input_tokens", "priced_output_tokens", "call_spend_usd",
+                  "finished_tasks", "completed_tasks", "task_spend_usd", "task_unpriced_attempts")  # fmt: skip
+        # a terminal shows the main columns (coverage in the summary and the detail); CSV and JSON carry them all
         return [
-            Table("ranking", f"Per token vs per completed task, by {self.by}", self.ranking),
-            Table("detail", f"Counts, tokens, spend and intervals, by {self.by}", self.detail),
+            Table("ranking", f"Per token vs per completed task, by {self.by}", self.ranking, (self.by, *ranking)),
+            Table("detail", f"Counts, tokens, spend and intervals, by {self.by}", self.detail, (self.by, *detail)),
         ]
 
 

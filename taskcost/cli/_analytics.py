@@ -45,7 +45,7 @@ class Format(StrEnum):
 def _cell(column: str, value: Any) -> str:
     if value is None:
         return "-"
-    if column.endswith(("_usd", "_usd_per_mtok")):
+    if column.endswith("_usd") or column.startswith("usd_per_") or "_usd_per_" in column:
         try:
             return format_usd(Decimal(str(value)))
         except ArithmeticError:
