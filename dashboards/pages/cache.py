@@ -357,23 +357,6 @@ def _breakers_table(table: Mapping[str, Any]) -> dict[str, Any]:
     return t
 
 
-STABILITY_COLUMNS = (
-    "kind",
-    "fingerprinted_calls",
-    "compared_calls",
-    "breaks",
-    "break_rate",
-    "top_break_kind",
-    "top_break_block",
-    "mean_stable_share",
-    "after_break_tokens",
-    "after_break_usd",
-    "missed_tokens",
-    "missed_usd",
-    "unpriced_calls",
-)
-
-
 def _prefix(tables: Mapping[str, Any]) -> Any:
     stability = rows_of(tables["prefix_stability"])
     if not stability:
@@ -394,7 +377,8 @@ def _prefix(tables: Mapping[str, Any]) -> Any:
                 spacing="sm",
             ),
             answer_table(
-                pretty(tables["prefix_stability"], STABILITY_COLUMNS, first="kind"), id="cache-stability-table"
+                pretty(tables["prefix_stability"], tables["prefix_stability"]["display"], first="kind"),
+                id="cache-stability-table",
             ),
         ],
         gap="sm",

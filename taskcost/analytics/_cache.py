@@ -138,18 +138,8 @@ class CacheAnswer(Answer):
                 "prefix_stability",
                 "Prompt-prefix stability by task kind (SDK fingerprint)",
                 self.prefix_stability,
-                (
-                    "kind",
-                    "compared_calls",
-                    "breaks",
-                    "break_rate",
-                    "top_break_kind",
-                    "top_break_block",
-                    "mean_stable_share",
-                    "missed_tokens",
-                    "missed_usd",
-                ),
-            ),  # fmt: skip
+                _STABILITY_SHOWN,
+            ),
             Table(
                 "prefix_breakers",
                 "Where prefixes break, by tokens after the break",
@@ -167,6 +157,13 @@ class CacheAnswer(Answer):
             ),  # fmt: skip
         ]
         return [t for t in out if t.frame.width]  # misses=false: the tables it did not measure are left out
+
+
+_STABILITY_SHOWN = (
+    "kind", "fingerprinted_calls", "compared_calls", "breaks", "break_rate", "top_break_kind", "top_break_block",
+    "mean_stable_share", "after_break_tokens", "after_break_usd", "missed_tokens", "missed_usd", "unpriced_calls",
+)  # fmt: skip
+"""The prefix report's columns a terminal and the Cache page show (``top_break_calls`` is in CSV and JSON)."""
 
 
 # -- SQL ---------------------------------------------------------------------------------------------------------
