@@ -96,6 +96,8 @@ def histories(draw: st.DrawFn) -> list[list[tuple[str, list[tuple[Any, SpanRecor
                 response_id=draw(st.sampled_from([None, "r1", "r2", "r3"])),
                 minute=draw(st.integers(0, 150)),  # up to three hours: the hourly roll-up's keys
                 model=draw(st.sampled_from(["gpt-4o", "gpt-4o-mini", "no-such-model-anywhere"])),
+                # answered (a dated model, or the name asked for) or not (a 429): a task's model is the one answering
+                response_model=draw(st.sampled_from([None, None, "gpt-4o-2024-08-06", "gpt-4o-mini"])),
                 status=draw(st.sampled_from(["ok", "ok", "error"])),
                 input_tokens=draw(st.sampled_from([None, 10, 2000])),
             )
@@ -213,8 +215,8 @@ def test_migration_0006_converts_an_existing_database(tmp_path: Path) -> None:
         assert_exact(store)
 
 
-# -- migrations 0011 and 0012 over a database as 0010 left it ---------------------------------------------------
-def test_migrations_0011_and_0012_carry_golden_tasks_and_hourly_calls_over(tmp_path: Path) -> None:
+# -- migrations 0011 to 0013 over a database as 0010 left it ---------------------------------------------------
+def test_migrations_0011_to_0013_carry_golden_tasks_hourly_calls_and_answered_models_over(tmp_path: Path) -> None:
     import duckdb
 
     from taskcost.store._migrations import _ROLLUPS
@@ -226,6 +228,9 @@ def test_migrations_0011_and_0012_carry_golden_tasks_and_hourly_calls_over(tmp_p
         llm("a1-again", task="gold", minute=6, response_id="r1"),  # a duplicate: not counted anywhere
         llm("a2", task="gold", minute=65, status="error"),
         llm("b1", task="plain", minute=130, model="no-such-model-anywhere"),
+        # a 429 (no response: the name asked for), then its retry answered by the dated model: one model
+        llm("r1", task="retried", minute=7, call_id="rc", status="error"),
+        llm("r2", task="retried", minute=8, call_id="rc", attempt=2, response_model="gpt-4o-2024-08-06"),
         task_row("g", task="gold", golden=True, minute=70),
         task_row("p", task="plain", minute=140),
     ]
@@ -235,7 +240,8 @@ def test_migrations_0011_and_0012_carry_golden_tasks_and_hourly_calls_over(tmp_p
     # as 0010 left it: no golden column in the roll-up, no hourly roll-up, 0010's tasks view
     con = duckdb.connect(str(db))
     for t in ("task_rollup", "task_rollup_delta"):
-        con.execute(f"ALTER TABLE {t} DROP COLUMN golden")
+        for column in ("golden", "answered_model_min", "answered_model_max"):
+            con.execute(f"ALTER TABLE {t} DROP COLUMN {column}")
     con.execute("DROP VIEW llm_call_hours")
     con.execute("DROP TABLE call_hours")
     con.execute("DROP TABLE call_hours_delta")
@@ -251,14 +257,19 @@ def test_migrations_0011_and_0012_carry_golden_tasks_and_hourly_calls_over(tmp_p
 
     with DuckDBStore.open(db) as store:
         assert assert_exact(store) == want
-        assert store.query("SELECT task_id, golden FROM tasks ORDER BY 1").rows == [("gold", True), ("plain", False)]
-        hours = store.query("SELECT hour, model, priced, attempts, errors FROM llm_call_hours ORDER BY 1").rows
+        assert store.query("SELECT task_id, golden, model FROM tasks ORDER BY 1").rows == [
+            ("gold", True, "gpt-4o"),
+            ("plain", False, "no-such-model-anywhere"),
+            ("retried", False, "gpt-4o-2024-08-06"),  # 0010's view said 'mixed'
+        ]
+        hours = store.query("SELECT hour, model, priced, attempts, errors FROM llm_call_hours ORDER BY 1, 2").rows
         at = T0.replace(tzinfo=None, minute=0, second=0, microsecond=0)
-        assert [(h - at).total_seconds() / 3600 for h, *_ in hours] == [0, 1, 2]
+        assert [(h - at).total_seconds() / 3600 for h, *_ in hours] == [0, 0, 1, 2]
         assert [tuple(r[1:]) for r in hours] == [
-            ("gpt-4o", True, 1, 0),
+            ("gpt-4o", True, 2, 1),
+            ("gpt-4o-2024-08-06", True, 1, 0),
             ("gpt-4o", True, 1, 1),
             ("no-such-model-anywhere", False, 1, 0),
         ]
     with DuckDBStore.open(db, read_only=True) as store:  # upgraded: reads open again
-        assert store.query("SELECT count(*) FROM llm_call_hours").rows == [(3,)]
+        assert store.query("SELECT count(*) FROM llm_call_hours").rows == [(4,)]

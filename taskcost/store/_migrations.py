@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskcost.store._migrations_analytics import analytics_columns_0009, task_dimensions_0010
-from taskcost.store._migrations_rollups import call_hours_0012, task_golden_0011
+from taskcost.store._migrations_rollups import answered_model_0013, call_hours_0012, task_golden_0011
 
 __all__ = ["MIGRATIONS", "Migration", "apply_migrations", "pending_migrations"]
 
@@ -542,6 +542,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0010_task_call_dimensions", task_dimensions_0010(_ROLLUPS)),
     Migration("0011_golden_in_the_task_rollup", task_golden_0011(_ROLLUPS)),
     Migration("0012_hourly_call_rollup", call_hours_0012()),
+    Migration("0013_answered_model_of_a_task", answered_model_0013(_ROLLUPS)),
 )
 
 _LEDGER = """

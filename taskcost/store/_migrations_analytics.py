@@ -7,7 +7,14 @@ this module does not import the migration list) with the columns the questions r
 
 from __future__ import annotations
 
-__all__ = ["TASK_DIMENSIONS_0010", "analytics_columns_0009", "latest_view", "task_dimensions_0010", "with_replaced"]
+__all__ = [
+    "TASK_DIMENSIONS",
+    "TASK_DIMENSIONS_0010",
+    "analytics_columns_0009",
+    "latest_view",
+    "task_dimensions_0010",
+    "with_replaced",
+]
 
 
 def latest_view(sql: str, name: str) -> str:
@@ -34,6 +41,12 @@ TASK_DIMENSIONS_0010 = {
     "cluster_id": "cluster_id",
     "deployment": "deployment",
 }
+
+
+# Since 0013, the writer also keeps the task's answered models (its attempts' ``response_model``): a task's model is
+# the one that answered. An attempt no response came back for (a 429, a timeout) carries only the name it asked for
+# ("gpt-4o", not "gpt-4o-2024-08-06"), and a retry of it that succeeded made the task "mixed" without a second model.
+TASK_DIMENSIONS = {**TASK_DIMENSIONS_0010, "answered_model": "response_model"}
 
 
 def _tasks_0009(rollups: str) -> str:

@@ -1,9 +1,11 @@
-"""Migrations 0011 and 0012, for read speed: what the questions read per task and per hour is kept by the writer.
+"""Migrations 0011 to 0013: what the questions read per task and per hour, kept by the writer.
 
 - 0011: whether a task is golden, in the task roll-up (``tasks`` joined every read with the task rows for it: about
   0.07 s a read at 1M tasks).
 - 0012: the hourly call roll-up (taskcost/store/_hours.py) and its public view ``llm_call_hours``, filled from the
   stored calls. Its tables follow ``_hours.HOUR_KEYS`` and ``HOUR_MEASURES``: changing those needs a new migration.
+- 0013: a task's answered models in the task roll-up: ``tasks.model`` is the model that answered (an attempt that got
+  no response, e.g. a 429, carries only the requested name and no longer makes a retried task ``mixed``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from taskcost.store._hours import create_hours, rebuild_sql
 from taskcost.store._migrations_analytics import latest_view, task_dimensions_0010, with_replaced
 
-__all__ = ["call_hours_0012", "task_golden_0011"]
+__all__ = ["answered_model_0013", "call_hours_0012", "task_golden_0011"]
 
 
 def task_golden_0011(rollups: str) -> str:
@@ -52,3 +54,63 @@ def task_golden_0011(rollups: str) -> str:
 def call_hours_0012() -> str:
     """Migration 0012's SQL: the tables, the view, and the stored calls added up."""
     return create_hours() + rebuild_sql() + ";\n"
+
+
+_MODEL_0010 = (
+    "    CASE WHEN model_min = model_max THEN model_min WHEN model_min IS NULL THEN NULL ELSE 'mixed' END AS model,"
+)
+_MODEL = (
+    "    CASE WHEN answered_model_min IS NOT NULL THEN CASE WHEN answered_model_min = answered_model_max\n"
+    "            THEN answered_model_min ELSE 'mixed' END\n"
+    "        WHEN model_min = model_max THEN model_min WHEN model_min IS NULL THEN NULL ELSE 'mixed' END AS model,"
+)
+"""A task's model: the one its answered attempts share (``mixed`` when they disagree); with no answered attempt, the
+one all its attempts share (by the name each asked for)."""
+
+
+def answered_model_0013(rollups: str) -> str:
+    """Migration 0013's SQL, from migration 0006's (``rollups``; the tasks view of 0011 is extended): the answered
+    models' min and max in the roll-up, filled from the stored calls, and the tasks view's model from them."""
+    view = latest_view(task_golden_0011(rollups), "tasks")
+    for old, new in (
+        (
+            "max(deployment_max) AS deployment_max\n    FROM task_rollup_delta GROUP BY tk",
+            "max(deployment_max) AS deployment_max,\n"
+            "        min(answered_model_min) AS answered_model_min, max(answered_model_max) AS answered_model_max\n"
+            "    FROM task_rollup_delta GROUP BY tk",
+        ),
+        (
+            "deployment_min, deployment_max, golden\n    FROM task_rollup ANTI JOIN d USING (tk)",
+            "deployment_min, deployment_max, golden, answered_model_min, answered_model_max\n"
+            "    FROM task_rollup ANTI JOIN d USING (tk)",
+        ),
+        (
+            "coalesce(b.golden, FALSE) OR coalesce(d.golden, FALSE)\n    FROM d LEFT JOIN task_rollup AS b USING (tk)",
+            "coalesce(b.golden, FALSE) OR coalesce(d.golden, FALSE),\n"
+            "        least(b.answered_model_min, d.answered_model_min), "
+            "greatest(b.answered_model_max, d.answered_model_max)\n"
+            "    FROM d LEFT JOIN task_rollup AS b USING (tk)",
+        ),
+        (_MODEL_0010, _MODEL),
+    ):
+        view = with_replaced(view, old, new)
+    answered = (
+        "SELECT md5_number(project || chr(31) || task_id) AS tk, min(response_model) AS answered_model_min, "
+        "max(response_model) AS answered_model_max FROM llm_call_rows WHERE NOT duplicate GROUP BY project, task_id"
+    )
+    return (
+        "".join(
+            f"ALTER TABLE {t} ADD COLUMN answered_model_min VARCHAR;\n"
+            f"ALTER TABLE {t} ADD COLUMN answered_model_max VARCHAR;\n"
+            for t in ("task_rollup", "task_rollup_delta")
+        )
+        + f"CREATE TEMP TABLE _taskcost_answered AS {answered};\n"
+        # the delta too: min and max take a task's values twice unchanged
+        + "".join(
+            f"UPDATE {t} AS b SET answered_model_min = x.answered_model_min, answered_model_max = x.answered_model_max "
+            "FROM _taskcost_answered AS x WHERE b.tk = x.tk;\n"
+            for t in ("task_rollup", "task_rollup_delta")
+        )
+        + "DROP TABLE _taskcost_answered;\n"
+        + view
+    )

@@ -25,7 +25,7 @@ import duckdb
 
 from taskcost.store import _dedupe, _hours
 from taskcost.store._dedupe import RESPONSE_KEY
-from taskcost.store._migrations_analytics import TASK_DIMENSIONS_0010
+from taskcost.store._migrations_analytics import TASK_DIMENSIONS
 from taskcost.store._sql import count
 
 __all__ = [
@@ -92,8 +92,8 @@ _TOOLS = """
     FROM {src} GROUP BY project, task_id"""
 
 # the task's call dimensions, as min and max per dimension (tasks shows the shared value, or 'mixed')
-_DIMS = tuple(TASK_DIMENSIONS_0010)
-_DIM_AGGREGATES = ", ".join(f"min({e}) AS {d}_min, max({e}) AS {d}_max" for d, e in TASK_DIMENSIONS_0010.items())
+_DIMS = tuple(TASK_DIMENSIONS)
+_DIM_AGGREGATES = ", ".join(f"min({e}) AS {d}_min, max({e}) AS {d}_max" for d, e in TASK_DIMENSIONS.items())
 _FIRST = ("kind", "harness_version", "agent_name", "agent_version", "conversation_id", "service_name")
 _TASK_COLS = (*_FIRST, "outcome", "task_start_ns", "task_end_ns")
 _CALL_COUNTS = ("attempts", "failed_attempts", "priced_calls")

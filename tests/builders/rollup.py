@@ -51,6 +51,7 @@ WITH calls AS (
         make_timestamp(max(end_ns) // 1000) AS c_end_time,
         count(DISTINCT coalesce(response_model, request_model)) AS n_model,
         min(coalesce(response_model, request_model)) AS model,
+        count(DISTINCT response_model) AS n_answered, min(response_model) AS answered,
         count(DISTINCT provider) AS n_provider, min(provider) AS provider,
         count(DISTINCT engine) AS n_engine, min(engine) AS engine,
         count(DISTINCT engine_version) AS n_engine_version, min(engine_version) AS engine_version,
@@ -81,7 +82,8 @@ SELECT
     coalesce(c.unpriced_calls, 0) AS unpriced_calls,
     t.harness_version, t.agent_name, t.agent_version, t.conversation_id, t.service_name,
     coalesce(t.golden, FALSE) AS golden,
-    CASE WHEN c.n_model > 1 THEN 'mixed' ELSE c.model END AS model,
+    CASE WHEN c.n_answered > 1 THEN 'mixed' WHEN c.n_answered = 1 THEN c.answered  -- the model that answered
+         WHEN c.n_model > 1 THEN 'mixed' ELSE c.model END AS model,
     CASE WHEN c.n_provider > 1 THEN 'mixed' ELSE c.provider END AS provider,
     CASE WHEN c.n_engine > 1 THEN 'mixed' ELSE c.engine END AS engine,
     CASE WHEN c.n_engine_version > 1 THEN 'mixed' ELSE c.engine_version END AS engine_version,
@@ -148,10 +150,17 @@ def llm(
     model: str = "gpt-4o",
     status: str = "ok",
     input_tokens: int | None = 1000,
+    response_model: str | None = None,
 ) -> tuple[Any, SpanRecord]:
     record, _ = call(span_id, T0 + timedelta(minutes=minute), model=model, task=task, input_tokens=input_tokens)
     record = dataclasses.replace(
-        record, trace_id=trace, call_id=call_id or span_id, attempt=attempt, response_id=response_id, status=status
+        record,
+        trace_id=trace,
+        call_id=call_id or span_id,
+        attempt=attempt,
+        response_id=response_id,
+        status=status,
+        response_model=response_model,
     )
     return record, _span(trace, span_id, record.start_ns, record.end_ns)
 
