@@ -27,6 +27,7 @@ __all__ = [
     "RANGES",
     "PageError",
     "answer_table",
+    "coverage_text",
     "empty_state",
     "error_box",
     "filter_bar",
@@ -144,6 +145,15 @@ def page(name: str, title: str, query: Mapping[str, str], store: ReadStore, *bod
     if filters:
         head.append(filter_bar(store, query))
     return dmc.Stack([*head, query_store(name, query), *body], gap="md", id=f"{name}-page")
+
+
+def coverage_text(attempts: int, unpriced: int, what: str = "call attempts") -> str:
+    """How many of ``attempts`` a dollar figure covers (the unpriced ones are not in it)."""
+    if not attempts:
+        return f"no {what}"
+    if not unpriced:
+        return f"all {attempts:,} {what} priced"
+    return f"{attempts - unpriced:,} of {attempts:,} {what} priced ({unpriced:,} unpriced, not in the dollars)"
 
 
 def money(usd: Any, coverage: str | None = None) -> Any:

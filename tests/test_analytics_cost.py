@@ -46,7 +46,7 @@ import polars as pl
 import pytest
 
 from taskcost.analytics import _cost, _cost_intervals, _waste
-from taskcost.analytics._cost import QUESTION, CostAnswer, CostOptions, cost, cost_by_and_over_time
+from taskcost.analytics._cost import QUESTION, CostAnswer, CostOptions, cost
 from taskcost.analytics._filters import Filters
 from taskcost.analytics._question import UsageError
 from taskcost.store import DuckDBStore
@@ -404,24 +404,6 @@ def test_large_groups_get_the_delta_interval_small_ones_the_bootstrap(
     assert float(cheap["ci_low_usd"]) == pytest.approx((r - half) / 1e6, abs=1e-6)
     assert float(cheap["ci_high_usd"]) == pytest.approx((r + half) / 1e6, abs=1e-6)
     assert rows["pricey-1"]["ci_method"] == "bootstrap"
-
-
-@pytest.mark.parametrize("sampled", [False, True])
-def test_by_group_and_over_time_answer_as_each_alone(
-    store: DuckDBStore, monkeypatch: pytest.MonkeyPatch, sampled: bool
-) -> None:
-    """The Cost page's pair: each answer is what ``cost`` gives with that option alone, waste sampling included."""
-    if sampled:
-        monkeypatch.setattr(_waste, "SAMPLE_ATTEMPTS", 4)
-    for by, bucket in (("model", "hour"), ("kind", "day"), (None, "week")):
-        options = CostOptions.model_validate({"by": by, "bucket": bucket})
-        by_group, by_time = cost_by_and_over_time(store, DEFAULT, options)
-        alone = cost(store, DEFAULT, CostOptions.model_validate({"by": by}))
-        assert by_group.to_json() == alone.to_json()
-        assert by_time.to_json() == cost(store, DEFAULT, CostOptions.model_validate({"bucket": bucket})).to_json()
-        assert by_time.groups is not None and len(by_time.groups)
-        assert (by_group.groups is not None) == (by is not None)
-        assert by_time.summary()["waste_sampled"] == by_group.summary()["waste_sampled"] == sampled
 
 
 def _retrying_fleet() -> Fleet:

@@ -2,8 +2,8 @@
 dimension, over time), and per token vs per completed task (the ranking flip).
 
 Two callbacks over ``taskcost.analytics`` and the page's query: ``cost`` grouped by the URL's ``by`` (headline, waste,
-groups) and per ``bucket`` (over time), both from one read of the tasks (``cost_by_and_over_time``: two answers, each
-what ``cost`` gives with that option alone); ``per-token`` by the URL's ``rank_by``.
+groups) and per ``bucket`` (over time), two answers (each an aggregate in SQL: no task is read one by one for them);
+``per-token`` by the URL's ``rank_by``.
 Everything else here is presentation.
 """
 
@@ -34,9 +34,11 @@ from dashboards._charts import (
     time_axis,
     usd,
 )
+from dashboards._per_token_charts import per_token_view
 from dashboards._ui import (
     PageError,
     answer_table,
+    coverage_text,
     empty_state,
     filters_from_query,
     money,
@@ -52,8 +54,6 @@ from taskcost.analytics import (
     CostOptions,
     UsageError,
     check_dimension,
-    cost_by_and_over_time,
-    format_usd,
 )
 
 __all__ = ["register"]
@@ -80,14 +80,6 @@ GROUP_PARTS: tuple[tuple[str, str, str], ...] = (
 """The waste parts the groups table carries (it merges failed with abandoned tasks, failed with retried attempts)."""
 
 
-def _coverage(attempts: int, unpriced: int, what: str = "call attempts") -> str:
-    if not attempts:
-        return f"no {what}"
-    if not unpriced:
-        return f"all {attempts:,} {what} priced"
-    return f"{attempts - unpriced:,} of {attempts:,} {what} priced ({unpriced:,} unpriced, not in the dollars)"
-
-
 def _group_coverage(g: Mapping[str, Any]) -> str:
     if not g["unpriced_calls"]:
         return "all call attempts priced"
@@ -96,7 +88,7 @@ def _group_coverage(g: Mapping[str, Any]) -> str:
 
 # -- the headline ------------------------------------------------------------------------------------------------
 def _headline(s: Mapping[str, Any]) -> Any:
-    cover = _coverage(int(s["attempts"]), int(s["unpriced_calls"]))
+    cover = coverage_text(int(s["attempts"]), int(s["unpriced_calls"]))
     if s.get("ci_low_usd") is not None:
         level = f"{s['confidence'] * 100:.0f}%"
         ci = f"{level} interval {usd(s['ci_low_usd'])} – {usd(s['ci_high_usd'])} ({s['ci_method']})"
@@ -331,7 +323,6 @@ def _over_time(groups: list[dict[str, Any]], bucket: str, confidence: float) -> 
 
 
 # -- per token vs per completed task -----------------------------------------------------------------------------
-RANK_UP, RANK_DOWN, RANK_SAME = "#e03131", "#2f9e44", "#868e96"
 
 
 def _over_time_box(ans: Mapping[str, Any], bucket: str) -> Any:
@@ -340,140 +331,6 @@ def _over_time_box(ans: Mapping[str, Any], bucket: str) -> Any:
     return [_over_time(groups, bucket, float(ans["summary"]["confidence"])), notes_list(cut, "cost-time-notes")]
 
 
-def _slope(ranked: list[dict[str, Any]], by: str) -> Any:
-    """Rank by $/1M tokens (left) against rank by $/completed task (right), one line per group: a line that falls
-    to the right is a group dearer per finished task than its token price suggests."""
-    fig = Fig()
-    for r in ranked:
-        change = r["rank_change"] or 0
-        color = RANK_UP if change > 0 else RANK_DOWN if change < 0 else RANK_SAME
-        word = f"+{change}" if change > 0 else str(change)
-        fig.add_scatter(
-            x=["$/1M tokens", "$/completed task"],
-            y=[r["per_token_rank"], r["per_task_rank"]],
-            mode="lines+markers+text",
-            line={"color": color, "width": 3 if change else 1.5},
-            marker={"size": 10},
-            text=[
-                f"{r[by]}  {format_usd(r['per_mtok_usd'], places=3)}/M",
-                f"{usd(r['per_completed_task_usd'])}  {r[by]}  ({word})",
-            ],
-            textposition=["middle left", "middle right"],
-            name=f"{r[by]} ({word})",
-            hovertemplate=f"<b>{r[by]}</b><br>%{{x}} rank %{{y}}<br>rank change {word}<extra></extra>",
-        )
-    n = max([len(ranked), 1])
-    fig.update_layout(title="Rank (1 = cheapest): per token vs per completed task", showlegend=False)
-    fig.update_yaxes(dtick=1, title="rank", range=[n + 0.5, 0.5])
-    fig.update_xaxes(range=[-1.6, 2.6])
-    return graph(fig, "cost-slope", height=max(280, 90 + 45 * n))
-
-
-def _two_bars(ranked: list[dict[str, Any]], by: str) -> Any:
-    """The two figures behind the ranks, in the same order (per-token rank): where one climbs and the other does not,
-    the ranking flips."""
-    names = [str(r[by]) for r in ranked]
-    tok = Fig().add_bar(
-        y=names,
-        x=[num(r["per_mtok_usd"]) for r in ranked],
-        orientation="h",
-        marker={"color": "#868e96"},
-        text=[usd(r["per_mtok_usd"]) for r in ranked],
-        textposition="auto",
-        customdata=[[r["unpriced_attempts"]] for r in ranked],
-        hovertemplate="<b>%{y}</b><br>%{text} per 1M tokens<br>unpriced attempts %{customdata[0]:,}<extra></extra>",
-    )
-    tok.update_layout(title="$ per 1M tokens (blended)", yaxis={"autorange": "reversed"})
-    tok.update_xaxes(tickprefix="$")
-    vals = [num(r["per_completed_task_usd"]) or 0.0 for r in ranked]
-    colors = [
-        RANK_UP if (r["rank_change"] or 0) > 0 else RANK_DOWN if (r["rank_change"] or 0) < 0 else "#1c7ed6"
-        for r in ranked
-    ]
-    task = Fig().add_bar(
-        y=names,
-        x=vals,
-        orientation="h",
-        marker={"color": colors},
-        error_x={
-            "type": "data",
-            "array": [(num(r["per_completed_task_high_usd"]) or v) - v for r, v in zip(ranked, vals, strict=True)],
-            "arrayminus": [v - (num(r["per_completed_task_low_usd"]) or v) for r, v in zip(ranked, vals, strict=True)],
-            "color": "#495057",
-        },
-        customdata=[
-            [
-                r["completed_tasks"],
-                pct(r["success_rate"]),
-                r["task_unpriced_attempts"],
-                r["attempts_per_completed_task"],
-            ]
-            for r in ranked
-        ],
-        hovertemplate=(
-            "<b>%{y}</b><br>%{x:$.6f} per completed task<br>%{customdata[0]:,} completed, success %{customdata[1]}"
-            "<br>%{customdata[3]:.2f} attempts per completed task<br>unpriced attempts %{customdata[2]:,}"
-            "<extra></extra>"
-        ),
-    )
-    task.update_layout(title="$ per completed task (with its interval)", yaxis={"autorange": "reversed"})
-    task.update_xaxes(tickprefix="$")
-    task.update_yaxes(
-        tickvals=names,
-        ticktext=[f"{n} · {usd(r['per_completed_task_usd'])}" for n, r in zip(names, ranked, strict=True)],
-    )
-    h = max(240, 60 + 34 * len(ranked))
-    return dmc.SimpleGrid(
-        [graph(tok, "cost-per-mtok", height=h), graph(task, "cost-per-task", height=h)],
-        cols={"base": 1, "md": 2},
-        spacing="sm",
-    )
-
-
-def _per_token(ans: Mapping[str, Any]) -> Any:
-    s = ans["summary"]
-    by = s["by"]
-    table = ans["tables"]["ranking"]
-    ranked = [r for r in rows_of(table) if r["per_token_rank"] is not None]
-    cover = _coverage(int(s["call_attempts"]), int(s["unpriced_attempts"]))
-    flips = [
-        dmc.ListItem(
-            [
-                dmc.Badge(
-                    "clear" if f["clear"] else "may be noise" if f["clear"] is False else "no interval",
-                    color="red" if f["clear"] else "gray",
-                    variant="light",
-                    mr="xs",
-                ),
-                f["sentence"],
-            ]
-        )
-        for f in s.get("flips") or []
-    ]
-    body: list[Any] = [
-        dmc.Text(s["headline"] if not flips else "Where the rankings disagree:", fw=600, id="cost-flip-headline"),
-    ]
-    if flips:
-        body.append(dmc.List(flips, size="sm", id="cost-flips"))
-    body.append(
-        dmc.Text(
-            f"coverage: {cover}; of the finished tasks' attempts, {s['task_unpriced_attempts']:,} unpriced",
-            size="xs",
-            c="dimmed",
-        )
-    )
-    if ranked:
-        body.append(dmc.SimpleGrid([_slope(ranked, by), _two_bars(ranked, by)], cols=1, spacing="sm"))
-    else:
-        body.append(
-            dmc.Alert("No group can be ranked yet (none has a priced call and a completed task).", color="gray")
-        )
-    body.append(answer_table(pretty(table, table["columns"], first=by), id="cost-ranking-table"))
-    body.append(notes_list(ans["notes"], "cost-pertoken-notes"))
-    return dmc.Stack(body, gap="sm")
-
-
-# -- the page ----------------------------------------------------------------------------------------------------
 def _bucket_control(query: Mapping[str, str], default: str) -> Any:
     data, value = choices(BUCKETS, query.get("bucket") or None, default)
     return dmc.SegmentedControl(id=url_id("bucket"), data=data, value=value, size="xs")
@@ -554,9 +411,9 @@ def register(app: Dash, ctx: PageContext) -> None:
             wrong.append(str(exc))
         if wrong:
             raise PageError("; ".join(wrong))
-        by_group, by_time = cost_by_and_over_time(
-            ctx.store, filters, CostOptions.model_validate({"by": by, "bucket": bucket})
-        )
+        q = QUESTIONS["cost"]
+        by_group = q.run(ctx.store, filters, CostOptions.model_validate({"by": by}))
+        by_time = q.run(ctx.store, filters, CostOptions.model_validate({"bucket": bucket}))
         ans = by_group.to_json()
         s = ans["summary"]
         if not s.get("tasks"):
@@ -600,4 +457,4 @@ def register(app: Dash, ctx: PageContext) -> None:
         ans = q.run(ctx.store, filters, q.options(by=rank_by)).to_json()
         if not ans["summary"].get("call_attempts") and not ans["summary"].get("finished_tasks"):
             return None
-        return _per_token(ans)
+        return per_token_view(ans)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         run_sql,
         sql_schema,
     )
-    from taskcost.analytics._cost import CostAnswer, CostOptions, cost_by_and_over_time
+    from taskcost.analytics._cost import CostAnswer, CostOptions
     from taskcost.analytics._coverage import Coverage, MissingPrice, MissingPrices, cost_coverage, missing_prices
     from taskcost.analytics._dimensions import dimension_values
     from taskcost.analytics._facts import DataExtent, DemoMarks, check_dimension, data_extent, demo_marks
@@ -64,7 +64,6 @@ __all__ = [
     "call_costs",
     "canary_samples",
     "check_dimension",
-    "cost_by_and_over_time",
     "cost_coverage",
     "dimension_values",
     "format_usd",

@@ -15,16 +15,16 @@ functions (``dateTrunc``, ``dateDiff``); ``arg_max(x, t) FILTER (WHERE c)`` is C
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from taskcost._internal.lazy import np, pl
 from taskcost.analytics._answer import Answer, Table, frame
+from taskcost.analytics._breakeven_gpu import gpu_price
 from taskcost.analytics._breakeven_model import (
     Breakevens,
     Costs,
@@ -415,55 +415,6 @@ def _throughput(units: pl.DataFrame, options: BreakevenOptions) -> Throughput | 
     )
 
 
-def _billed_rate(detail: Any) -> tuple[Decimal, str | None, str] | None:
-    """The $/GPU-hour a self-hosted call was billed at (its price detail: the clusters file's rate)."""
-    try:
-        doc = json.loads(detail) if isinstance(detail, str) else detail
-        rate = Decimal(str(doc["usd_per_gpu_hour"]))
-        return rate, doc.get("gpu_type"), f"cluster {doc.get('cluster')} ({doc.get('rate_source')})"
-    except (ValueError, TypeError, KeyError, AttributeError, InvalidOperation):
-        return None
-
-
-def _catalogue(name: str) -> tuple[Decimal, str, str] | None:
-    """An offer id, or a GPU type's cheapest offer (case-insensitive)."""
-    from taskcost.pricing import gpu_catalogue  # the catalogue's module loads the price data
-
-    offers = gpu_catalogue()
-    if name in offers:
-        o = offers[name]
-        return o.usd_per_gpu_hour, o.gpu_type, f"catalogue {o.id}: {o.offer} ({o.source}, checked {o.checked})"
-    same = sorted((o for o in offers.values() if o.gpu_type.lower() == name.lower()), key=lambda o: o.usd_per_gpu_hour)
-    if not same:
-        return None
-    o = same[0]
-    more = f"; {len(same) - 1} dearer offer(s) listed" if len(same) > 1 else ""
-    return o.usd_per_gpu_hour, o.gpu_type, f"catalogue {o.id}, the cheapest {o.gpu_type} offer ({o.offer}){more}"
-
-
-def _gpu_price(filters: Filters, options: BreakevenOptions, detail: Any) -> tuple[Decimal, str, str]:
-    """$/GPU-hour, the GPU it is for, and where the price comes from."""
-    named = None
-    if options.gpu is not None:
-        named = _catalogue(options.gpu)
-        if named is None and options.usd_per_gpu_hour is None:
-            raise UsageError(
-                f"--gpu {options.gpu}: no such offer id or GPU type in the catalogue (taskcost prices gpus)"
-            )
-    if options.usd_per_gpu_hour is not None:
-        return options.usd_per_gpu_hour, options.gpu or filters.gpu_type or "GPU", "given (--usd-per-gpu-hour)"
-    if named is not None:
-        return named
-    billed = _billed_rate(detail) if detail is not None else None
-    if billed is not None:
-        return billed[0], billed[1] or filters.gpu_type or "GPU", f"billed self-hosted calls: {billed[2]}"
-    if filters.gpu_type is not None and (by_filter := _catalogue(filters.gpu_type)) is not None:
-        return by_filter
-    raise UsageError(
-        "no GPU price: give --gpu (a catalogue offer or GPU type, see `taskcost prices gpus`) or --usd-per-gpu-hour"
-    )
-
-
 def breakeven(store: ReadStore, filters: Filters, options: BreakevenOptions) -> BreakevenAnswer:
     """Rent vs API for the selected traffic (docs/analytics.md, "Rent vs API")."""
     # --gpu-type names the GPU to rent (and the self-hosted calls that measure it), not the traffic: API calls have none
@@ -521,7 +472,7 @@ def breakeven(store: ReadStore, filters: Filters, options: BreakevenOptions) -> 
             + (f"of model {what} " if what else "")
             + "to measure throughput from: give --tokens-per-s (or --self-hosted-model)"
         )
-    rate, gpu_label, rate_source = _gpu_price(filters, options, detail)
+    rate, gpu_label, rate_source = gpu_price(filters, options.gpu, options.usd_per_gpu_hour, detail)
     replica_gpus = options.gpus_per_replica or (measured.gpus_per_replica if measured else None) or 1
     rental = Rental(
         tokens_per_s=throughput.tokens_per_s,

@@ -61,7 +61,7 @@ from taskcost.analytics._waste import (
 )
 from taskcost.store import ReadStore
 
-__all__ = ["QUESTION", "Bucket", "CostAnswer", "CostOptions", "cost", "cost_by_and_over_time"]
+__all__ = ["QUESTION", "Bucket", "CostAnswer", "CostOptions", "cost"]
 
 MAX_GROUPS = 200
 """Rows of the groups table at most (the costliest; with ``bucket`` alone, the latest); the summary covers all."""
@@ -477,15 +477,6 @@ def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer
         waste=_waste_table(t),
         groups=table,
         notes=notes,
-    )
-
-
-def cost_by_and_over_time(store: ReadStore, filters: Filters, options: CostOptions) -> tuple[CostAnswer, CostAnswer]:
-    """``cost`` by ``options.by`` alone and ``cost`` by ``options.bucket`` alone: the dashboards' Cost page shows
-    both."""
-    return (
-        cost(store, filters, options.model_copy(update={"bucket": None})),
-        cost(store, filters, options.model_copy(update={"by": None})),
     )
 
 
