@@ -42,7 +42,7 @@ from taskcost.analytics._cost_intervals import (
     moments,
 )
 from taskcost.analytics._facts import Bucket, check_bucket, check_dimension
-from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, Filters, Sql, task_scope, utc_text
+from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, Filters, Sql, any_of, task_scope, utc_text
 from taskcost.analytics._question import Options, Question
 from taskcost.analytics._rates import model_rates
 from taskcost.analytics._stats import Interval, micro_usd, wilson_ci
@@ -392,7 +392,7 @@ def _call_figures(
     slices = sample_slices(parts.filter(pl.col("outcome") == COMPLETED), options.exact, strata)
     member = Sql("TRUE") if slices is None else slices.sql()
     sql = tasks + Sql(
-        "SELECT h, grp, bucket, start_time, end_time, cost_usd, tool_cost_usd FROM t WHERE outcome = 1 AND "
+        f"SELECT h, grp, bucket, start_time, end_time, cost_usd, tool_cost_usd FROM t WHERE outcome = {COMPLETED} AND "
     )
     measured = frame(store, sql + member, filters, max_rows=100_000_000)
     windows = call_windows(measured.select("start_time", "end_time"))
@@ -416,16 +416,15 @@ def _finished_rows(store: ReadStore, filters: Filters, tasks: Sql) -> Rows:
     """Reads the finished tasks of some groups one by one (for a bootstrap: a few thousand at most)."""
 
     def read(keys: list[tuple[Any, Any]] | None) -> pl.DataFrame:
-        sql = tasks + Sql("SELECT grp, bucket, outcome, cost_usd, h FROM t WHERE outcome <> 0")
+        sql = tasks + Sql(f"SELECT grp, bucket, outcome, cost_usd, h FROM t WHERE outcome <> {RUNNING}")
         if keys is not None:
-            sql += Sql(" AND (")
-            for i, (g, b) in enumerate(keys):
-                sql += Sql(
-                    ("" if not i else " OR ")
-                    + "(grp IS NOT DISTINCT FROM ? AND bucket IS NOT DISTINCT FROM CAST(? AS TIMESTAMP))",
+            sql += Sql(" AND ") + any_of(
+                Sql(
+                    "grp IS NOT DISTINCT FROM ? AND bucket IS NOT DISTINCT FROM CAST(? AS TIMESTAMP)",
                     [g, None if b is None else utc_text(b)],
                 )
-            sql += Sql(")")
+                for g, b in keys
+            )
         rows = frame(store, sql, filters, max_rows=100_000_000)
         return rows.with_columns(micro_usd=pl.Series(micro_usd(rows["cost_usd"]), dtype=pl.Int64))
 

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "any_of",
     "CALL_DIMENSIONS",
     "DIMENSIONS",
     "HOUR_COLUMNS",
@@ -125,6 +126,14 @@ class Sql:
 
     def __add__(self, other: Sql) -> Sql:
         return Sql(self.text + other.text, self.params + other.params)
+
+
+def any_of(conditions: Iterable[Sql]) -> Sql:
+    """The conditions joined by OR, in parentheses (FALSE for none)."""
+    parts = list(conditions)
+    if not parts:
+        return Sql("FALSE")
+    return Sql("(" + " OR ".join(f"({p.text})" for p in parts) + ")", [x for p in parts for x in p.params])
 
 
 def _where(conditions: Iterable[Sql]) -> Sql:

@@ -33,7 +33,7 @@ from pydantic import Field
 from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._cost_intervals import SPEND_MOMENTS, delta_intervals, moments
-from taskcost.analytics._filters import CALL_DIMENSIONS, MIXED, Filters, Sql, hours_scope, task_scope
+from taskcost.analytics._filters import CALL_DIMENSIONS, MIXED, Filters, Sql, any_of, hours_scope, task_scope
 from taskcost.analytics._question import Options, Question
 from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, stats, wilson_ci
 from taskcost.analytics._waste import task_hash
@@ -128,7 +128,7 @@ GROUP BY {{dim}}, finished, y
 _FINISHED = """
 SELECT {dim} AS value, cost_usd, CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END AS completed
 FROM scoped_tasks
-WHERE outcome IS NOT NULL AND ("""
+WHERE outcome IS NOT NULL AND """
 
 
 def _call_groups(store: ReadStore, filters: Filters, by: str) -> pl.DataFrame:
@@ -191,11 +191,9 @@ def _intervals(
     small = m.filter(pl.col("n") <= BOOTSTRAP_MAX_UNITS)["value"].to_list()
     if not small:
         return out
-    which = Sql("")
-    for i, value in enumerate(small):
-        which += Sql(("" if not i else " OR ") + f"{by} IS NOT DISTINCT FROM ?", [value])
+    which = any_of(Sql(f"{by} IS NOT DISTINCT FROM ?", [value]) for value in small)
     sql = Sql("WITH ") + task_scope(filters, dimensions=(by,)) + Sql(_FINISHED.format(dim=by)) + which
-    rows = frame(store, sql + Sql(f")\nORDER BY {task_hash()}"), filters)
+    rows = frame(store, sql + Sql(f"\nORDER BY {task_hash()}"), filters)
     with warnings.catch_warnings():
         # a resample without a completed task has no ratio (NaN), and then neither has the interval: reported as
         # "none" below, so scipy's warning about it is noise here

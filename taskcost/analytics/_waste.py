@@ -33,7 +33,7 @@ from typing import Any
 
 from taskcost._internal.lazy import np, pl
 from taskcost.analytics._answer import frame
-from taskcost.analytics._filters import Filters, Sql, utc_text
+from taskcost.analytics._filters import Filters, Sql, any_of, utc_text
 from taskcost.analytics._rates import ModelRates, listed_rates
 from taskcost.pricing import format_usd
 from taskcost.store import ReadStore
@@ -80,15 +80,10 @@ class Slices:
 
     def sql(self, column: str = "start_time") -> Sql:
         """The condition a sampled task's ``column`` meets (FALSE for no range)."""
-        if not self.ranges:
-            return Sql("FALSE")
-        out = Sql("(")
-        for i, (a, b) in enumerate(self.ranges):
-            out += Sql(
-                ("" if not i else " OR ") + f"({column} >= CAST(? AS TIMESTAMP) AND {column} < CAST(? AS TIMESTAMP))",
-                [utc_text(a), utc_text(b)],
-            )
-        return out + Sql(")")
+        return any_of(
+            Sql(f"{column} >= CAST(? AS TIMESTAMP) AND {column} < CAST(? AS TIMESTAMP)", [utc_text(a), utc_text(b)])
+            for a, b in self.ranges
+        )
 
 
 def sample_slices(done: pl.DataFrame, exact: bool, strata: str | None) -> Slices | None:
