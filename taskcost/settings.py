@@ -19,13 +19,14 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from taskcost._internal.places import DEFAULT_CONFIG_FILE, DEFAULT_DB, config_file
+
 if TYPE_CHECKING:
     from taskcost.normalize import NormalizeRules
     from taskcost.pricing import PricingConfig
 
 __all__ = ["DEFAULT_CONFIG_FILE", "Settings", "config_file", "default_decode_workers", "load_settings"]
 
-DEFAULT_CONFIG_FILE = "taskcost.toml"
 MiB = 1024 * 1024
 # The server's default DuckDB memory_limit, per core left after the decode workers (Settings.server_memory_limit)
 MEMORY_PER_DUCKDB_THREAD_MB = 128
@@ -49,7 +50,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TASKCOST_", extra="forbid", validate_default=True)
 
-    db: Path = Field(Path("taskcost.duckdb"), description="The DuckDB file that holds everything.")
+    db: Path = Field(Path(DEFAULT_DB), description="The DuckDB file that holds everything.")
     host: str = Field("127.0.0.1", description="Address the server binds to.")
     port: int = Field(4318, ge=1, le=65535, description="Port of OTLP/HTTP, the query API and dashboards.")
     grpc_port: int = Field(4317, ge=0, le=65535, description="Port of OTLP/gRPC; 0 turns the gRPC receiver off.")
@@ -255,12 +256,6 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=config_file()))
-
-
-def config_file() -> Path:
-    """The configuration file: the one ``TASKCOST_CONFIG`` names, else ``taskcost.toml`` in the working directory
-    (the only place that reads the variable)."""
-    return Path(os.environ.get("TASKCOST_CONFIG", DEFAULT_CONFIG_FILE))
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from taskcost._internal.exit_codes import canary_exit_code
 from taskcost._internal.lazy import np, pl
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._canary_stats import (
@@ -41,7 +42,7 @@ from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.analytics._stats import BOOTSTRAP_RESAMPLES, Interval, difference_ci, micro_usd
 from taskcost.store import ReadStore
 
-__all__ = ["QUESTION", "CanaryAnswer", "CanaryOptions", "canary", "exit_code"]
+__all__ = ["QUESTION", "CanaryAnswer", "CanaryOptions", "canary"]
 
 ARMS = ("baseline", "candidate")
 Dimension = Literal[
@@ -582,15 +583,10 @@ def canary(store: ReadStore, filters: Filters, options: CanaryOptions) -> Canary
     )
 
 
-def exit_code(doc: dict[str, Any]) -> int:
-    """0 pass, 1 fail, 3 not enough data (also for an answer without a verdict: never a silent pass)."""
-    return {"pass": 0, "fail": 1}.get(doc.get("summary", {}).get("verdict"), 3)
-
-
 QUESTION = Question(
     name="canary",
     help="baseline vs candidate, with a verdict (exit 0 pass, 1 fail, 3 not enough data)",
     run=canary,
     options=CanaryOptions,
-    exit_code=exit_code,
+    exit_code=canary_exit_code,
 )

@@ -8,97 +8,25 @@ or server fails; 2 for a usage error (a bad option value).
 
 from __future__ import annotations
 
-import csv
 import inspect
-import io
-import json
-import sys
 import types
 import typing
 from datetime import datetime
 from decimal import Decimal
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
-from rich.table import Table
 
 from taskcost.analytics import QUESTIONS, Filters, Question
 from taskcost.analytics import UsageError as QuestionUsageError
-from taskcost.cli._common import app, err, fail, out, settings_or_exit
+from taskcost.cli._common import app, fail, settings_or_exit
 from taskcost.cli._options import opened
-from taskcost.pricing import format_usd
+from taskcost.cli._render import Format, RenderError, render
 
-__all__ = ["Format", "render"]
-
-
-class Format(StrEnum):
-    table = "table"
-    csv = "csv"
-    json = "json"
-
-
-# -- rendering one answer's JSON ----------------------------------------------------------------------------------
-def _cell(column: str, value: Any) -> str:
-    if value is None:
-        return "-"
-    if column.endswith("_usd") or column.startswith("usd_per_") or "_usd_per_" in column:
-        try:
-            return format_usd(Decimal(str(value)))
-        except ArithmeticError:
-            return str(value)
-    if isinstance(value, float) and (column.endswith(("_share", "_rate")) or "share_of" in column) and 0 <= value <= 1:
-        return f"{value:.1%}"
-    if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    if isinstance(value, list | dict):
-        return json.dumps(value)
-    return str(value)
-
-
-def render(doc: dict[str, Any], fmt: Format, table: str | None = None) -> None:
-    """Print an answer's JSON as rich tables (``table``), one of its tables as CSV, or the JSON itself."""
-    tables: dict[str, Any] = doc.get("tables", {})
-    if table is not None and table not in tables:
-        raise fail(f"--table: no table {table!r} in this answer (it has: {', '.join(tables) or 'none'})", code=2)
-    if fmt is Format.json:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-        return
-    if fmt is Format.csv:
-        name = table or next(iter(tables), None)
-        if name is None:
-            raise fail("this answer has no table to write as CSV; use --format json", code=2)
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(tables[name]["columns"])
-        w.writerows(["" if v is None else v for v in row] for row in tables[name]["rows"])
-        sys.stdout.write(buf.getvalue())
-        return
-    filters = ", ".join(f"{k}={v}" for k, v in doc.get("filters", {}).items()) or "all data"
-    out.print(f"[bold]{doc.get('question', '')}[/] ({filters})", highlight=False)
-    summary = doc.get("summary", {})
-    for key in doc.get("terminal_keys") or list(summary):
-        value = summary.get(key)
-        if key in summary and not isinstance(value, dict | list):
-            out.print(f"  {key.replace('_', ' ')}: {_cell(key, value)}", highlight=False)
-    for name, t in tables.items():
-        if table is not None and name != table:
-            continue
-        shown = [c for c in t.get("display") or t["columns"] if c in t["columns"]]
-        at = [t["columns"].index(c) for c in shown]
-        rich = Table(*shown, title=t.get("title") or name, title_justify="left")
-        for row in t["rows"]:
-            rich.add_row(*[_cell(c, row[i]) for c, i in zip(shown, at, strict=True)])
-        out.print(rich)
-        if len(shown) < len(t["columns"]):
-            err.print(f"({len(t['columns']) - len(shown)} more columns: --format csv or json)", highlight=False)
-    for note in doc.get("notes", []):
-        err.print(f"note: {note}", highlight=False)
+__all__ = ["Format", "render"]  # from _render, where the quick path prints too
 
 
 # -- one command per question -----------------------------------------------------------------------------------
@@ -202,7 +130,10 @@ def _answer(question: Question[Any], filters: Filters, options: Any, settings: A
                 **filters.model_dump(mode="json", exclude_defaults=True),
                 **options.model_dump(mode="json", exclude_defaults=True),
             }
-            return target.analytics(question.name, params)
+            try:
+                return target.analytics(question.name, params)
+            except ValueError as exc:
+                raise fail(str(exc), code=2) from None
         try:
             return question.run(target, filters, options).to_json()
         except QuestionUsageError as exc:
@@ -220,7 +151,10 @@ def _make_command(question: Question[Any]) -> None:
         filters = _validated(Filters, {k: values[k] for k in filter_names})
         options = _validated(question.options, {k: values[k] for k in option_names})
         doc = _answer(question, filters, options, settings)
-        render(doc, values["fmt"], values["table"])
+        try:
+            render(doc, values["fmt"], values["table"])
+        except RenderError as exc:
+            raise fail(str(exc), code=2) from None
         code = question.exit_code(doc) if question.exit_code else 0
         if code:
             raise typer.Exit(code)

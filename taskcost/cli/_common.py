@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import typer
-from rich.console import Console
 
+from taskcost.cli._render import consoles
 from taskcost.settings import Settings, load_settings
 
 __all__ = ["app", "err", "fail", "out", "settings_or_exit"]
@@ -21,9 +20,7 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"max_content_width": 120},
 )
-# Piped output is not cut to 80 columns: ids and numbers stay whole for scripts.
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 400)
-err = Console(stderr=True, soft_wrap=True)
+out, err = consoles()
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:

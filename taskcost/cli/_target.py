@@ -3,8 +3,6 @@ runs (DuckDB lets one process hold a file, so the server answers for it)."""
 
 from __future__ import annotations
 
-import json
-import os
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from taskcost._internal.lazy import pa
+from taskcost._internal.places import running_server, server_info_path, write_server_info
 from taskcost.settings import Settings
 from taskcost.store import ApiKey, QueryError, QueryResult, StoreUnavailableError
 
@@ -31,39 +30,6 @@ __all__ = [
     "server_info_path",
     "write_server_info",
 ]
-
-
-def server_info_path(db: Path) -> Path:
-    """The file a running server leaves beside its database: pid, URL and admin token (owner-only)."""
-    return db.with_name(db.name + ".serve.json")
-
-
-def write_server_info(db: Path, url: str, admin_token: str) -> Path:
-    path = server_info_path(db)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump({"pid": os.getpid(), "url": url, "db": str(db.resolve()), "admin_token": admin_token}, fh)
-    os.chmod(path, 0o600)
-    return path
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def running_server(db: Path) -> dict[str, Any] | None:
-    try:
-        info = json.loads(server_info_path(db).read_text())
-        alive = _pid_alive(int(info["pid"])) and isinstance(info["url"], str)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return info if alive else None
 
 
 def error_message(resp: httpx.Response) -> str:
@@ -122,8 +88,11 @@ class RemoteStore(Remote):
         )
 
     def analytics(self, question: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The server's answer to ``GET /api/analytics/<question>`` (its JSON shape: taskcost.analytics.Answer)."""
+        """The server's answer to ``GET /api/analytics/<question>`` (its JSON shape: taskcost.analytics.Answer);
+        ValueError when the server says the question cannot be asked that way (400, 422)."""
         resp = self._call("GET", f"/api/analytics/{question}", params=params)
+        if resp.status_code in (400, 422):  # the question cannot be asked that way: a usage error, as on the file
+            raise ValueError(error_message(resp))
         if resp.status_code != 200:
             raise QueryError(f"server answered {resp.status_code}: {error_message(resp)}")
         doc: dict[str, Any] = resp.json()
