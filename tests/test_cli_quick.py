@@ -65,14 +65,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 def _env(s: Served, where: str) -> dict[str, str]:
-    """A clean environment in which the server is found by ``where`` (``--url`` is added to the line for "arg")."""
+    """A clean environment in which the server is found by ``where`` (``--url`` is added to the line for "arg"), and
+    every setting of lower precedence names a port where nothing listens (argument > environment > file)."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("TASKCOST_", "OTEL_"))}
     env = {k: v for k, v in env.items() if not k.lower().endswith("_proxy")}
+    dead = "http://127.0.0.1:9"  # nothing listens: a setting of lower precedence that must lose
     config = s.home / f"{where}.toml"
-    config.write_text(f'url = "{s.server.url}"\n' if where == "file" else "")
+    config.write_text(f'url = "{s.server.url if where == "file" else dead}"\n' if where != "db" else "")
     env["TASKCOST_CONFIG"] = str(config)
-    if where == "env":
-        env["TASKCOST_URL"] = s.server.url
+    if where in ("env", "arg"):
+        env["TASKCOST_URL"] = s.server.url if where == "env" else dead
     if where == "db":
         env["TASKCOST_DB"] = str(s.server.db)  # the server that owns the file, from its .serve.json
     return env
