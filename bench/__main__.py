@@ -292,7 +292,7 @@ def main() -> None:
 
         print("analytics ...", flush=True)
         sizes = (20_000, 100_000) if args.quick else (1_000_000, 10_000_000)
-        res = run_analytics(sizes, repeats=3 if args.quick else 5, cli_repeats=2 if args.quick else 3)
+        res = run_analytics(sizes, repeats=3 if args.quick else 5, cli_repeats=2 if args.quick else 7)
         t1, t10 = TARGETS["analytics_1m_s"], TARGETS["analytics_10m_s"]
         lines += [
             "## Analytics questions (median seconds)",

@@ -75,7 +75,7 @@ def _median(fn: Any, repeats: int) -> float:
 
 
 def run_analytics(
-    sizes: tuple[int, ...] = (1_000_000, 10_000_000), repeats: int = 5, cli_repeats: int = 3
+    sizes: tuple[int, ...] = (1_000_000, 10_000_000), repeats: int = 5, cli_repeats: int = 7
 ) -> dict[tuple[str, int, str], float]:
     """Median seconds per (question, size, door)."""
     from taskcost.analytics import QUESTIONS, Filters

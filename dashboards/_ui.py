@@ -174,15 +174,21 @@ def stat(label: str, value: Any, sub: Any = None, *, id: str | None = None) -> A
     return dmc.Paper(kids, withBorder=True, p="md", radius="md", **props)
 
 
-def answer_table(table: Mapping[str, Any], *, id: str | None = None, max_rows: int = 200) -> Any:
-    """One table of an answer's JSON (``{"title", "columns", "rows"}``) as a plain table."""
+def answer_table(
+    table: Mapping[str, Any], *, id: str | None = None, max_rows: int = 200, prose: tuple[str, ...] = ()
+) -> Any:
+    """One table of an answer's JSON (``{"title", "columns", "rows"}``) as a plain table; the ``prose`` columns (a
+    sentence, not a name or a figure) wrap."""
     cols = list(table.get("display") or table["columns"])
     idx = [table["columns"].index(c) for c in cols]
     rows = table["rows"][:max_rows]
     # headers read as words; cells stay on one line (a model name broken over three lines is hard to read): a wide
     # table scrolls sideways instead
     head = dmc.TableThead(dmc.TableTr([dmc.TableTh(c.replace("_", " ")) for c in cols]))
-    body = dmc.TableTbody([dmc.TableTr([dmc.TableTd(_cell(r[i]), style=_NOWRAP) for i in idx]) for r in rows])
+    styles = [_PROSE if c in prose else _NOWRAP for c in cols]
+    body = dmc.TableTbody(
+        [dmc.TableTr([dmc.TableTd(_cell(r[i]), style=st) for i, st in zip(idx, styles, strict=True)]) for r in rows]
+    )
     props = {"id": id} if id else {}
     return dmc.Stack(
         [
@@ -203,6 +209,7 @@ def answer_table(table: Mapping[str, Any], *, id: str | None = None, max_rows: i
 
 
 _NOWRAP = {"whiteSpace": "nowrap"}
+_PROSE = {"minWidth": "14em"}
 
 
 def _cell(v: Any) -> str:

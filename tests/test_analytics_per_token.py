@@ -385,3 +385,24 @@ def test_a_flip_inside_the_intervals_is_called_noise(tmp_path: Path) -> None:
         "cheap-1 is the cheapest per token (rank 1) but the most expensive per completed task (rank 2) "
         "(the $/completed task intervals overlap: this may be noise)"
     )
+
+
+def test_a_row_of_only_unanswered_attempts_says_where_their_tasks_went(tmp_path: Path) -> None:
+    """An attempt no response came back for keeps the name it asked for: its row says why it is not ranked."""
+    fleet = Fleet()
+    unanswered = {"input_tokens": 0, "output_tokens": 0, "status": "error", "response_model": None}
+    # a 429 on the alias, then the retry answered by the dated model: the task is cheap-1's
+    fleet.task("r1", minute=1).call("cheap-1", request_model="cheap", **unanswered).call(
+        "cheap-1", attempt=2, response_model="cheap-1"
+    )
+    # never answered: the task keeps the name it asked for
+    fleet.task("lost", minute=2, outcome="failed").call("gone-1", request_model="gone", **unanswered)
+    with DuckDBStore.open(tmp_path / "u.duckdb") as store:
+        fleet.write(store)
+        rows = {r["model"]: r for r in per_token(store, Filters(), PerTokenOptions()).ranking.iter_rows(named=True)}
+    assert (
+        rows["cheap"]["unranked_because"] == "only unanswered attempts: their tasks count under the model that answered"
+    )
+    assert rows["gone"]["unranked_because"] == "only unanswered attempts"
+    # the retried task and both its attempts count under the model that answered
+    assert (rows["cheap-1"]["completed_tasks"], rows["cheap-1"]["attempts_per_completed_task"]) == (1, 2.0)

@@ -222,6 +222,14 @@ def _unranked_because(row: dict[str, Any], by: str, min_completed: int) -> str |
         return f"no {by}"
     if row["value"] == MIXED:
         return f"tasks using several {by}s"
+    tokens = sum(row[c] for c in ("priced_input_tokens", "priced_output_tokens", "unpriced_input_tokens",
+                                  "unpriced_output_tokens"))  # fmt: skip
+    if row["per_mtok_usd"] is None and not tokens:
+        # attempts no response came back for (a 429, a timeout) keep the name they asked for (`gpt-4o`); a task
+        # that was answered counts under the model that answered (docs/analytics.md, Filters)
+        return "only unanswered attempts" + (
+            "" if row["tasks"] else f": their tasks count under the {by} that answered"
+        )
     if row["per_mtok_usd"] is None:
         return "no priced calls"
     if not row["tasks"]:

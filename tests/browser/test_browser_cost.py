@@ -101,6 +101,12 @@ def test_cost_page_shows_the_librarys_figures(page: Any, demo_server: Server) ->
     assert table_column(page, "cost-ranking-table", 3) == [
         "—" if r["rank_change"] is None else str(r["rank_change"]) for r in rows(want, "ranking")
     ]
+    # the ranking fits its card: no column (the last says why a row is not ranked) hidden off to the right
+    widths = page.evaluate(
+        "() => [document.querySelector('#cost-ranking-table table').getBoundingClientRect().width,"
+        " document.getElementById('cost-ranking-table').clientWidth]"
+    )
+    assert widths[0] <= widths[1] + 1, widths
     flips = want["summary"]["flips"]
     if flips:
         assert page.locator("#cost-flips li").count() == len(flips)
