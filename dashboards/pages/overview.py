@@ -36,6 +36,7 @@ from dashboards._moved import (
 from dashboards._ui import (
     RANGES,
     PageError,
+    coverage_text,
     empty_state,
     filters_from_query,
     money,
@@ -191,14 +192,6 @@ def _card(card: str, label: str, value: Any, sub: Any = None, trend: Any = None)
     return paper
 
 
-def _coverage(unpriced: Any, attempts: Any) -> str:
-    if not attempts:
-        return "no call attempts"
-    if not unpriced:
-        return f"all {int(attempts):,} attempts priced"
-    return f"{int(unpriced):,} of {int(attempts):,} attempts unpriced, not in it"
-
-
 def _link(path: str, label: str, query: Mapping[str, Any]) -> Any:
     search = urlencode({k: v for k, v in query.items() if v not in (None, "")})
     return dmc.Anchor(label, href=dash.get_relative_path(path) + (f"?{search}" if search else ""), size="sm")
@@ -220,7 +213,7 @@ def headline(store: ReadStore, query: Mapping[str, Any], now: datetime) -> tuple
     if not s.get("tasks") and not s.get("in_progress_tasks"):
         return (empty_state(), *([None] * len(_COST_CARDS)), None, None)
     groups = ans["tables"].get("groups")
-    cover = _coverage(s.get("unpriced_calls"), s.get("attempts"))
+    cover = coverage_text(int(s.get("attempts") or 0), int(s.get("unpriced_calls") or 0))
     running = s.get("in_progress_tasks") or 0
     spend_sub = f"{s['tasks']:,} finished tasks" + (
         f"; {running:,} still running spent {format_usd(s.get('in_progress_spend_usd'))} so far" if running else ""
