@@ -373,7 +373,7 @@ def _prefix(tables: Mapping[str, Any]) -> Any:
                     _breaks(stability),
                     answer_table(_breakers_table(tables["prefix_breakers"]), id="cache-breakers-table"),
                 ],
-                cols={"base": 1, "lg": 2},
+                cols=1,  # the table's nine columns need the card's width
                 spacing="sm",
             ),
             answer_table(

@@ -344,7 +344,9 @@ def _priced(df: pl.DataFrame, rates: pl.DataFrame, money: dict[str, str]) -> pl.
     out = out.with_columns(discount=pl.when(pl.col("self_hosted")).then(None).otherwise(pl.col("discount")))
     priced = pl.col("discount").is_not_null()
     extra = [(pl.col(tokens).cast(pl.Decimal(38, 0)) * pl.col("discount")).alias(m) for m, tokens in money.items()]
-    extra.append(pl.when(priced).then(0).otherwise(pl.col("calls")).alias("unpriced_calls"))
+    # calls with no input tokens (attempts no response came back for) have nothing to price: not unpriced
+    empty = pl.col("input_tokens") == 0 if "input_tokens" in out.columns else pl.lit(False)
+    extra.append(pl.when(priced | empty).then(0).otherwise(pl.col("calls")).alias("unpriced_calls"))
     extra += [
         pl.when(priced).then(0).otherwise(pl.col(tokens)).alias(f"unpriced_{tokens}")
         for tokens in ("cache_read_tokens", "missed_tokens")

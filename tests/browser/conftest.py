@@ -132,14 +132,26 @@ def open_page(page: Any, server: Server, path: str = "/") -> None:
     settle(page)
 
 
-def shot(page: Any, name: str, *, readme: bool = False) -> Path:
-    """A full-page screenshot under tests/browser/screenshots (and docs/img for the README's)."""
+# The tables wider than the box that scrolls them (a column off to the right: the reader must find the scrollbar)
+_CUT_OFF_TABLES = """() => Array.from(document.querySelectorAll('table')).filter(t => {
+    let box = t.parentElement;
+    while (box && !['auto', 'scroll', 'hidden'].includes(getComputedStyle(box).overflowX)) box = box.parentElement;
+    return box && t.getBoundingClientRect().width > box.clientWidth + 1;
+}).map(t => (t.closest('[id]') || {id: t.innerText.slice(0, 40)}).id)"""
+
+
+def shot(page: Any, name: str, *, readme: bool = False, wide_tables: bool = False) -> Path:
+    """A full-page screenshot under tests/browser/screenshots (and docs/img for the README's); then every table must
+    fit its box, unless ``wide_tables`` (a user's query may have any number of columns)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     if readme:
         README_IMAGES.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, README_IMAGES / f"{name}.png")
+    if not wide_tables:
+        cut = page.evaluate(_CUT_OFF_TABLES)
+        assert not cut, f"{name}: tables wider than their box (see {path}): {cut}"
     return path
 
 

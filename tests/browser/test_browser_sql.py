@@ -60,7 +60,7 @@ def test_a_query_run_shows_what_the_api_answers_and_lands_in_the_url(page: Any, 
     fig = page.evaluate("() => document.querySelector('#sql-graph .js-plotly-plot').data[0]")
     assert fig["type"] == "bar"
     assert fig["x"] == [r[0] for r in api["rows"]] and fig["y"] == [r[1] for r in api["rows"]]
-    shot(page, "sql")
+    shot(page, "sql", wide_tables=True)
     page.locator("#sql-chart-kind").get_by_text("line").click()
     settle(page)
     fig = page.evaluate("() => document.querySelector('#sql-graph .js-plotly-plot').data[0]")
@@ -120,7 +120,7 @@ def test_a_refused_query_shows_the_stores_message(page: Any, demo_server: Server
         assert refused.json()["message"] in page.locator("#sql-error").inner_text(), sql
         assert page.locator("#sql-table").count() == 0
         if sql.startswith("DELETE"):
-            shot(page, "sql-refused")
+            shot(page, "sql-refused", wide_tables=True)
     assert api_sql(demo_server, "SELECT count(*) FROM tasks").json()["rows"] == before
 
 
