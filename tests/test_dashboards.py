@@ -81,7 +81,7 @@ def test_overview_headline_reports_the_task(dash_client: TestClient) -> None:
     out = _update(dash_client, HEADLINE, [("overview-query", "data", {})])
     assert out["overview-message"]["children"] is None  # no empty state, no error
     text = {c: _text(out[f"overview-{c}"]["children"]) for c in COST_CARDS}
-    assert TASK_COST in text["cpct"] and "all 2 attempts priced" in text["cpct"]
+    assert TASK_COST in text["cpct"] and "all 2 call attempts priced" in text["cpct"]
     assert TASK_COST in text["spend"]
     assert text["completed"].startswith("Completed tasks 1 of 1 finished")
     assert "100.0%" in text["success"] and "100.0%" in text["coverage"]
