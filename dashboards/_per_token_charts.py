@@ -13,20 +13,6 @@ from dashboards._charts import Fig, graph, notes_list, num, pct, pretty, rows_of
 from dashboards._ui import answer_table, coverage_text
 from taskcost.analytics import format_usd
 
-# the ranking table's columns after the group's: its interval is drawn on the bar chart above it (CSV and JSON have
-# every column); fewer columns fit the card without scrolling sideways to see why a row is not ranked
-RANKING_COLUMNS = (
-    "per_token_rank",
-    "per_task_rank",
-    "rank_change",
-    "per_mtok_usd",
-    "per_completed_task_usd",
-    "success_rate",
-    "attempts_per_completed_task",
-    "completed_tasks",
-    "unranked_because",
-)
-
 __all__ = ["per_token_view"]
 
 RANK_UP, RANK_DOWN, RANK_SAME = "#e03131", "#2f9e44", "#868e96"  # dearer per task, cheaper, the same rank
@@ -160,13 +146,8 @@ def per_token_view(ans: Mapping[str, Any]) -> Any:
         body.append(
             dmc.Alert("No group can be ranked yet (none has a priced call and a completed task).", color="gray")
         )
-    body.append(
-        answer_table(
-            pretty(table, (by, *RANKING_COLUMNS), first=by), id="cost-ranking-table", prose=("unranked_because",)
-        )
-    )
+    # the terminal's columns but the interval, which the bar chart above draws: they fit the card
+    shown = [c for c in table["display"] if c not in ("per_completed_task_low_usd", "per_completed_task_high_usd")]
+    body.append(answer_table(pretty(table, shown, first=by), id="cost-ranking-table", prose=("unranked_because",)))
     body.append(notes_list(ans["notes"], "cost-pertoken-notes"))
     return dmc.Stack(body, gap="sm")
-
-
-# -- the page ----------------------------------------------------------------------------------------------------

@@ -209,6 +209,15 @@ def test_unpriceable_traffic_is_left_out_of_both_sides_and_counted(store: DuckDB
     assert any(n.startswith("coverage: 10 of 11 call attempts") for n in doc["notes"])
 
 
+def test_a_name_with_no_tokens_is_not_a_model_of_the_traffic(store: DuckDBStore) -> None:
+    # two models with tokens; a third name only unanswered attempts asked for (no tokens): two models to serve
+    fleet = flat(flat(Fleet()), model="pricey-1")
+    fleet.task("429", minute=7).call("cheap", input_tokens=0, output_tokens=0, status="error")
+    fleet.write(store)
+    notes = [n for n in ask(store, usd_per_gpu_hour="0.5", tokens_per_s=1000)["notes"] if "in the traffic" in n]
+    assert notes and notes[0].startswith("2 models in the traffic"), notes
+
+
 def test_filters_narrow_the_traffic(store: DuckDBStore) -> None:
     fleet = flat(Fleet())
     flat(fleet, kind="batch")  # another kind: $10 more over the window

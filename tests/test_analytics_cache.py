@@ -301,9 +301,22 @@ def test_a_model_whose_cache_read_rate_is_unknown_keeps_its_tokens_unpriced(stor
     f.task("u1").call("cheap-1", input_tokens=1000, cache_read=0).call("cheap-1", input_tokens=1500, cache_read=0)
     f.write(store)
     s = (a := _ask(store)).summary()
-    assert (s["missed_tokens"], s["missed_usd"], s["saved_usd"]) == (1000, None, None)
+    # nothing was read from the cache: saved is $0 at any rate; the missed tokens' dollars are unknown
+    assert (s["missed_tokens"], s["missed_usd"], s["saved_usd"]) == (1000, None, Decimal(0))
     assert (s["unpriced_calls"], s["unpriced_missed_tokens"]) == (2, 1000)
     assert any("openai/cheap-1" in n and "cache-read rate is unknown" in n for n in a.notes)
+
+
+def test_a_model_that_neither_read_nor_missed_has_nothing_unpriced(store: DuckDBStore) -> None:
+    # cheap-1 again with an unknown cache-read rate, but no prompt repeats (one call a task, no fingerprint): no token
+    # to price, so $0 saved and $0 missed, exactly, and no call counted as unpriced; an unanswered attempt neither
+    f = Fleet()
+    f.task("n1").call("cheap-1", input_tokens=1000, cache_read=0)
+    f.task("n2").call("cheap-1", input_tokens=0, output_tokens=0, status="error", cache_read=0)
+    f.write(store)
+    s = (a := _ask(store)).summary()
+    assert (s["missed_tokens"], s["missed_usd"], s["saved_usd"], s["unpriced_calls"]) == (0, 0, 0, 0)
+    assert not [n for n in a.notes if "openai/cheap-1" in n]
 
 
 def test_each_filter_narrows(store: DuckDBStore) -> None:

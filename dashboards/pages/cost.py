@@ -241,23 +241,6 @@ def _cost_by_group(groups: list[dict[str, Any]], by: str, confidence: float) -> 
     return graph(fig, "cost-by-group", height=_group_height(len(top)))
 
 
-# the groups table's columns after the group's: as many as fit the card (the waste's parts and tool spend are drawn
-# in "Waste by <group>" beside it; CSV and JSON from the API carry every column)
-GROUP_COLUMNS = (
-    "tasks",
-    "completed",
-    "success_rate",
-    "spend_usd",
-    "cost_per_completed_task_usd",
-    "ci_low_usd",
-    "ci_high_usd",
-    "waste_usd",
-    "waste_share",
-    "attempts_per_completed_task",
-    "unpriced_calls",
-)
-
-
 def _arm(g: Mapping[str, Any], end: str) -> float:
     """How far an interval's end is from the figure (0 without an interval)."""
     v, e = num(g["cost_per_completed_task_usd"]), num(g[end])
@@ -430,7 +413,7 @@ def register(app: Dash, ctx: PageContext) -> None:
             cols={"base": 1, "lg": 2},
             spacing="sm",
         )
-        table = pretty(ans["tables"]["groups"], (by, *GROUP_COLUMNS), first=by) if groups else None
+        table = pretty(ans["tables"]["groups"], ans["tables"]["groups"]["display"], first=by) if groups else None
         grouped = [
             dmc.SimpleGrid(
                 [_cost_by_group(groups, by, float(s["confidence"])), _waste_by_group(groups, by)],

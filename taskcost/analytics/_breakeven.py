@@ -523,9 +523,11 @@ def _notes(
     if profile.hours < _LOW_WINDOW_H:
         notes.append(f"the window is {profile.hours} hour(s): shorter than a week, it misses the weekly cycle")
     priced = models.filter(pl.col("priced"))
-    if priced.height > 1:
+    # a name with no tokens (attempts that got no response keep the name they asked for) is no traffic to serve
+    served = priced.filter(pl.col("input_tokens") + pl.col("output_tokens") > 0).height
+    if served > 1:
         notes.append(
-            f"{priced.height} models in the traffic: renting assumes one replica type serves them all "
+            f"{served} models in the traffic: renting assumes one replica type serves them all "
             "(filter by --model to ask about one)"
         )
     measured_model = options.self_hosted_model or filters.model

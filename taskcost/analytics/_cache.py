@@ -339,16 +339,18 @@ def _rates_frame(rates: dict[tuple[str | None, str | None], ModelRates]) -> pl.D
 def _priced(df: pl.DataFrame, rates: pl.DataFrame, money: dict[str, str]) -> pl.DataFrame:
     """Rows keyed by (..., provider, model, self_hosted) with token columns priced (``money``: money column -> its
     tokens) at the cache discount, which is null for a self-hosted call (no per-token price) and for a model without
-    both rates; ``unpriced_calls`` and ``unpriced_<tokens>`` count what could not be priced."""
+    both rates; ``unpriced_calls`` and ``unpriced_<tokens>`` count what could not be priced. No tokens cost exactly $0
+    at any rate: a row without cache reads or misses (an attempt that got no response) has nothing unpriced."""
     out = df.join(rates, on=["provider", "model"], how="left", nulls_equal=True)
     out = out.with_columns(discount=pl.when(pl.col("self_hosted")).then(None).otherwise(pl.col("discount")))
-    priced = pl.col("discount").is_not_null()
-    extra = [(pl.col(tokens).cast(pl.Decimal(38, 0)) * pl.col("discount")).alias(m) for m, tokens in money.items()]
-    # calls with no input tokens (attempts no response came back for) have nothing to price: not unpriced
-    empty = pl.col("input_tokens") == 0 if "input_tokens" in out.columns else pl.lit(False)
-    extra.append(pl.when(priced | empty).then(0).otherwise(pl.col("calls")).alias("unpriced_calls"))
+    extra = []
+    for m, tokens in money.items():
+        usd = pl.col(tokens).cast(pl.Decimal(38, 0)) * pl.col("discount")
+        extra.append(pl.when(pl.col(tokens) == 0).then(usd.fill_null(0)).otherwise(usd).alias(m))
+    priced = pl.col("discount").is_not_null() | (pl.sum_horizontal([pl.col(t) for t in money.values()]) == 0)
+    extra.append(pl.when(priced).then(0).otherwise(pl.col("calls")).alias("unpriced_calls"))
     extra += [
-        pl.when(priced).then(0).otherwise(pl.col(tokens)).alias(f"unpriced_{tokens}")
+        pl.when(pl.col("discount").is_not_null()).then(0).otherwise(pl.col(tokens)).alias(f"unpriced_{tokens}")
         for tokens in ("cache_read_tokens", "missed_tokens")
         if tokens in money.values()
     ]

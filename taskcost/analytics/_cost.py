@@ -74,9 +74,9 @@ _OUTCOME = (
 _PLACES = Decimal("0.000000000001")  # the views' money scale, DECIMAL(38, 12)
 _SHOWN = (
     "tasks", "completed", "success_rate", "spend_usd", "cost_per_completed_task_usd", "ci_low_usd", "ci_high_usd",
-    "waste_usd", "waste_share", "unpriced_calls",
+    "waste_usd", "waste_share", "attempts_per_completed_task", "unpriced_calls",
 )  # fmt: skip
-"""The groups' columns a terminal shows (after the group's keys); CSV and JSON carry them all."""
+"""The groups' columns a terminal and the Cost page show (after the group's keys); CSV and JSON carry them all."""
 _MICRO = Decimal("0.000001")
 
 

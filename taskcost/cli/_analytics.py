@@ -26,7 +26,7 @@ from taskcost.cli._common import app, fail, settings_or_exit
 from taskcost.cli._options import opened
 from taskcost.cli._render import Format, RenderError, render
 
-__all__ = ["Format", "render"]  # from _render, where the quick path prints too
+__all__: list[str] = []  # the module registers a command per question on the app
 
 
 # -- one command per question -----------------------------------------------------------------------------------
@@ -122,7 +122,7 @@ def _validated(model: type[BaseModel], values: dict[str, Any]) -> Any:
 
 
 def _answer(question: Question[Any], filters: Filters, options: Any, settings: Any) -> dict[str, Any]:
-    from taskcost.cli._target import RemoteStore, open_target
+    from taskcost.cli._target import QuestionRefused, RemoteStore, open_target
 
     with opened(lambda: open_target(settings.db, settings.url, settings.key)) as target:
         if isinstance(target, RemoteStore):
@@ -132,7 +132,7 @@ def _answer(question: Question[Any], filters: Filters, options: Any, settings: A
             }
             try:
                 return target.analytics(question.name, params)
-            except ValueError as exc:
+            except QuestionRefused as exc:
                 raise fail(str(exc), code=2) from None
         try:
             return question.run(target, filters, options).to_json()

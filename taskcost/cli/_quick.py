@@ -24,6 +24,7 @@ from typing import Any
 
 from taskcost._internal.exit_codes import canary_exit_code
 from taskcost._internal.places import DEFAULT_DB, config_file, running_server
+from taskcost.cli._render import Format, render
 
 __all__ = ["EXIT_CODES", "FLAGS", "QUESTION_NAMES", "answer_quickly"]
 
@@ -39,7 +40,6 @@ FLAGS: dict[str, dict[str, bool]] = {
 EXIT_CODES: dict[str, Callable[[dict[str, Any]], int]] = {"canary": canary_exit_code}
 
 _OWN = ("url", "key", "format", "table")  # the command's own options: not sent to the server
-_FORMATS = ("table", "csv", "json")
 _NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 _TIMEOUT_S = 60.0  # as the full command's client
 
@@ -52,22 +52,11 @@ def answer_quickly(argv: list[str]) -> int | None:
     """Print the answer and return the exit code; or print nothing and return None (the full command runs)."""
     try:
         question, own, params = _parse(argv)
+        fmt = Format(own.get("format", "table"))  # not a format: ValueError
         url, token = _server(own)
         doc = _ask(url, token, question, params)
-        from taskcost.cli._render import Format, RenderError, render
-
-        fmt = Format(own.get("format", "table"))
-        tables = doc.get("tables")
-        table = own.get("table")
-        if not isinstance(tables, dict) or (table is not None and table not in tables):
-            raise _Decline
-        if fmt is Format.csv and not tables:
-            raise _Decline
-    except (_Decline, OSError, ValueError, http.client.HTTPException):
-        return None
-    try:
-        render(doc, fmt, table)
-    except RenderError:  # checked above: render prints nothing before it raises
+        render(doc, fmt, own.get("table"))  # a RenderError is raised before anything is printed
+    except (_Decline, OSError, ValueError, http.client.HTTPException):  # RenderError is a ValueError
         return None
     return EXIT_CODES[question](doc) if question in EXIT_CODES else 0
 
@@ -105,41 +94,40 @@ def _parse(argv: list[str]) -> tuple[str, dict[str, str], dict[str, str]]:
             raise _Decline  # given twice: click keeps the last; not worth guessing
         values[key] = value
         i += 1
-    if values.get("format", "table") not in _FORMATS:
-        raise _Decline
     own = {k: values.pop(k) for k in _OWN if k in values}
     return question, own, values
 
 
-def _setting(name: str, given: str | None) -> str | None:
-    """A setting as the registry reads it (taskcost.settings): argument > TASKCOST_<NAME> > config file > None."""
-    if given is not None:
-        return given
-    env = [v for k, v in os.environ.items() if k.lower() == f"taskcost_{name}"]  # pydantic-settings ignores case
-    if len(env) > 1:
-        raise _Decline
-    if env:
-        return env[0]
+def _settings(own: dict[str, str]) -> dict[str, str | None]:
+    """``url``, ``key`` and ``db`` as the registry reads them (taskcost.settings): argument > ``TASKCOST_<NAME>`` >
+    config file > not set. Anything the registry would refuse: _Decline (a broken file: ValueError)."""
     path = config_file()
     if "TASKCOST_CONFIG" in os.environ and not path.is_file():
         raise _Decline
-    if not path.is_file():
-        return None
-    import tomllib
+    file: dict[str, Any] = {}
+    if path.is_file():
+        import tomllib
 
-    value = tomllib.loads(path.read_text()).get(name)  # a broken file: ValueError, the full command says where
-    if value is not None and not isinstance(value, str):
-        raise _Decline
-    return value
+        file = tomllib.loads(path.read_text())
+    out: dict[str, str | None] = {}
+    for name in ("url", "key", "db"):
+        env = [v for k, v in os.environ.items() if k.lower() == f"taskcost_{name}"]  # pydantic-settings ignores case
+        if len(env) > 1:
+            raise _Decline
+        value = own[name] if name in own else env[0] if env else file.get(name)
+        if value is not None and not isinstance(value, str):
+            raise _Decline
+        out[name] = value
+    return out
 
 
 def _server(own: dict[str, str]) -> tuple[str, str | None]:
     """The URL and token the full command would use (taskcost.cli._target.open_target); a file to open: _Decline."""
-    key = _setting("key", own.get("key"))
-    url = _setting("url", own.get("url"))
-    if url:
-        return url, key
-    running = running_server(Path(_setting("db", None) or DEFAULT_DB))
+    settings = _settings(own)
+    key = settings["key"]
+    if settings["url"]:
+        return settings["url"], key
+    running = running_server(Path(settings["db"] or DEFAULT_DB))
     if running is None:
         raise _Decline
     return running["url"], key or running.get("admin_token")

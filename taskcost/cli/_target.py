@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from taskcost.store import DuckDBStore
 
 __all__ = [
+    "QuestionRefused",
     "PricingServer",
     "Remote",
     "RemoteStore",
@@ -30,6 +31,10 @@ __all__ = [
     "server_info_path",
     "write_server_info",
 ]
+
+
+class QuestionRefused(QueryError):
+    """The server's 400 or 422 to an analytics question: an option's value, not the server, is wrong."""
 
 
 def error_message(resp: httpx.Response) -> str:
@@ -89,10 +94,10 @@ class RemoteStore(Remote):
 
     def analytics(self, question: str, params: dict[str, Any]) -> dict[str, Any]:
         """The server's answer to ``GET /api/analytics/<question>`` (its JSON shape: taskcost.analytics.Answer);
-        ValueError when the server says the question cannot be asked that way (400, 422)."""
+        QuestionRefused when the server says the question cannot be asked that way (400, 422)."""
         resp = self._call("GET", f"/api/analytics/{question}", params=params)
         if resp.status_code in (400, 422):  # the question cannot be asked that way: a usage error, as on the file
-            raise ValueError(error_message(resp))
+            raise QuestionRefused(error_message(resp))
         if resp.status_code != 200:
             raise QueryError(f"server answered {resp.status_code}: {error_message(resp)}")
         doc: dict[str, Any] = resp.json()
