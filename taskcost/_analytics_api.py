@@ -17,7 +17,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field, create_model
 
 from taskcost.analytics import QUESTIONS, Filters, Question, UsageError
-from taskcost.collector import ApiError, QueryGate, QueryGateFull, authenticate
+from taskcost.collector import ApiError, AuthPolicy, QueryGate, QueryGateFull, authenticate
 from taskcost.store import QueryError, Store
 
 __all__ = ["analytics_router"]
@@ -42,20 +42,20 @@ class AnswerDoc(BaseModel):
 
 
 def _endpoint(
-    question: Question[Any], store: Store, gate: QueryGate, admin_token: str | None
+    question: Question[Any], store: Store, gate: QueryGate, admin_token: str | None, auth: AuthPolicy
 ) -> Callable[..., Awaitable[Response]]:
     model = create_model(f"{question.options.__name__}Query", __base__=(Filters, question.options))
     filter_fields = set(Filters.model_fields)
 
     async def answer(request: Request, query: Any) -> Response:
-        caller = authenticate(store, request, "read", admin_token)
+        caller = authenticate(auth, request, "read", admin_token)
         values = query.model_dump(exclude_defaults=True)
         filters = Filters.model_validate({k: v for k, v in values.items() if k in filter_fields})
         if caller.project is not None:
             filters = filters.narrowed(project=caller.project)
         options = question.options.model_validate({k: v for k, v in values.items() if k not in filter_fields})
         try:
-            result = await gate.run_async(question.run, store, filters, options)
+            result = await gate.run_async(caller.project, question.run, store, filters, options)
         except QueryGateFull as exc:
             raise ApiError(429, str(exc), headers={"Retry-After": "1"}) from None
         except (UsageError, QueryError) as exc:
@@ -68,12 +68,12 @@ def _endpoint(
     return answer
 
 
-def analytics_router(store: Store, gate: QueryGate, admin_token: str | None) -> APIRouter:
+def analytics_router(store: Store, gate: QueryGate, admin_token: str | None, auth: AuthPolicy) -> APIRouter:
     router = APIRouter(prefix="/api/analytics", tags=["analytics"])
     for question in QUESTIONS.values():
         router.add_api_route(
             f"/{question.name}",
-            _endpoint(question, store, gate, admin_token),
+            _endpoint(question, store, gate, admin_token, auth),
             methods=["GET"],
             name=f"analytics_{question.name.replace('-', '_')}",
             summary=question.help,

@@ -15,7 +15,16 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, RedirectResponse
 
 from taskcost._analytics_api import analytics_router
-from taskcost.collector import CALLER_PROJECT, ApiError, QueryGate, authenticate, error_body, intake_from_settings
+from taskcost.collector import (
+    CALLER_PROJECT,
+    DASHBOARD_CHALLENGE,
+    ApiError,
+    AuthPolicy,
+    QueryGate,
+    authenticate,
+    error_body,
+    intake_from_settings,
+)
 from taskcost.collector import create_app as create_collector_app
 from taskcost.settings import Settings
 from taskcost.store import QueryResult, Store
@@ -23,16 +32,18 @@ from taskcost.store import QueryResult, Store
 __all__ = ["create_app"]
 
 
-_DASHBOARD_CHALLENGE = 'Basic realm="taskcost dashboards: a read key as the password", charset="UTF-8"'
+# The dashboards' request bodies, at most (read after the key was checked): a callback carries the SQL page's answer
+# back to draw its chart (up to 8 MiB of values, dashboards/pages/sql.py)
+_DASHBOARD_MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
 class _ReadKeyGate:
     """ASGI wrapper for the dashboards: a read key is required once auth is on, and the caller's project travels
     to the Dash callbacks in the ASGI scope (``CALLER_PROJECT``), where no client can put anything."""
 
-    def __init__(self, app: Any, store: Store, admin_token: str | None) -> None:
+    def __init__(self, app: Any, auth: AuthPolicy, admin_token: str | None) -> None:
         self.app = app
-        self.store = store
+        self.auth = auth
         self.admin_token = admin_token
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -41,13 +52,11 @@ class _ReadKeyGate:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         try:
-            caller = authenticate(self.store, headers, "read", self.admin_token)
+            caller = authenticate(self.auth, headers, "read", self.admin_token)
         except ApiError as exc:
-            # A browser offers its password prompt only for the first scheme of a challenge it can answer, and
-            # Chromium reads only the first one: the pages ask for Basic alone (any user name, the key as password).
             challenge = dict(exc.headers or {})
             if exc.status == 401:
-                challenge["WWW-Authenticate"] = _DASHBOARD_CHALLENGE
+                challenge["WWW-Authenticate"] = DASHBOARD_CHALLENGE
             message = exc.message + (
                 " (in a browser: any user name, the read key as the password)" if exc.status == 401 else ""
             )
@@ -57,17 +66,18 @@ class _ReadKeyGate:
 
 
 class _GatedReads:
-    """The store as the dashboards read it: through the SQL gate that /api/sql uses too."""
+    """The store as the dashboards read it: through the SQL gate that /api/sql uses too, in the caller's project's
+    share of it (``project``: the one the dashboards read, the server's check of the caller's key put it there)."""
 
     def __init__(self, store: Store, gate: QueryGate) -> None:
         self._store = store
         self._gate = gate
 
     def query(self, sql: str, params: list[Any] | None = None, **kwargs: Any) -> QueryResult:
-        return self._gate.run(self._store.query, sql, params, **kwargs)
+        return self._gate.run(kwargs.get("project"), self._store.query, sql, params, **kwargs)
 
     def arrow(self, sql: str, params: list[Any] | None = None, **kwargs: Any) -> pa.Table:
-        return self._gate.run(self._store.arrow, sql, params, **kwargs)
+        return self._gate.run(kwargs.get("project"), self._store.arrow, sql, params, **kwargs)
 
 
 def _server_figures(app: FastAPI, settings: Settings, store: Store) -> Callable[[], dict[str, Any]]:
@@ -164,8 +174,16 @@ def create_app(
     # the prices are built here, once, from the settings, and shared by intake, the pricing endpoints and (through
     # app.state.intake) the gRPC receiver
     intake = intake_from_settings(settings)
-    app = create_collector_app(settings, store, lifespan=lifespan, admin_token=admin_token, intake=intake)
-    app.include_router(analytics_router(store, app.state.sql_gate, admin_token or settings.admin_token))
+    app = create_collector_app(
+        settings,
+        store,
+        lifespan=lifespan,
+        admin_token=admin_token,
+        intake=intake,
+        body_limits={"/dash/": _DASHBOARD_MAX_BODY_BYTES},
+    )
+    auth = app.state.auth
+    app.include_router(analytics_router(store, app.state.sql_gate, admin_token or settings.admin_token, auth))
     if dashboards:
         from a2wsgi import WSGIMiddleware
 
@@ -179,6 +197,6 @@ def create_app(
             requests_pathname_prefix="/dash/",
         )
         app.add_api_route("/dash", lambda: RedirectResponse("/dash/"), include_in_schema=False)
-        app.mount("/dash", _ReadKeyGate(WSGIMiddleware(dash_app.server), store, token))  # type: ignore[arg-type]
+        app.mount("/dash", _ReadKeyGate(WSGIMiddleware(dash_app.server), auth, token))  # type: ignore[arg-type]
         app.state.dash_app = dash_app
     return app

@@ -42,7 +42,7 @@ def _sql(client: TestClient, sql: str, headers: dict[str, str]) -> list[list]:
 
 
 def test_without_keys_nothing_is_required(app_client: TestClient, store: DuckDBStore) -> None:
-    assert not store.auth_enabled
+    assert not store.keys_ever_created
     assert _send(app_client, {}) == 200
     assert _sql(app_client, "SELECT DISTINCT project FROM spans", {}) == [["default"]]
 
@@ -51,7 +51,7 @@ def test_keys_decide_the_project_and_who_sees_what(app_client: TestClient, store
     _, ingest_a = store.create_key("alpha", "ingest")
     _, ingest_b = store.create_key("beta", "ingest")
     _, read_a = store.create_key("alpha", "read")
-    assert store.auth_enabled
+    assert store.keys_ever_created
 
     r = app_client.post("/v1/traces", content=b"", headers=PB)
     assert r.status_code == 401 and "WWW-Authenticate" in r.headers

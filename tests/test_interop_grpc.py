@@ -186,6 +186,9 @@ class _Switch:
     """The real stores behind a switch: the first submit goes to one that is closed (a real failure), every later
     one to an open store. Records when each submit came."""
 
+    keys_ever_created = False  # no key: the receiver requires none (auth = auto, on loopback)
+    has_active_keys = False
+
     def __init__(self, first: DuckDBStore, then: DuckDBStore) -> None:
         self.stores = [first, then]
         self.times: list[float] = []

@@ -119,11 +119,11 @@ def test_results_are_bounded_by_rows_bytes_and_time(open_store: Callable[..., St
     assert time.perf_counter() - started < 10
 
 
-def test_keys_turn_auth_on_and_off(open_store: Callable[..., Store]) -> None:
+def test_keys_turn_auth_on_for_good(open_store: Callable[..., Store]) -> None:
     store = open_store()
-    assert not store.auth_enabled and store.list_keys() == []
+    assert not store.keys_ever_created and not store.has_active_keys and store.list_keys() == []
     key, secret = store.create_key("alpha", "read")
-    assert store.auth_enabled
+    assert store.keys_ever_created and store.has_active_keys
     verified = store.verify_key(secret)
     assert verified is not None and (verified.id, verified.project, verified.kind) == (key.id, "alpha", "read")
     assert store.verify_key(secret + "x") is None
@@ -132,7 +132,11 @@ def test_keys_turn_auth_on_and_off(open_store: Callable[..., Store]) -> None:
     with pytest.raises(ValueError):
         store.create_key("no spaces", "read")
     assert store.revoke_key(key.id) and not store.revoke_key(key.id)
-    assert store.verify_key(secret) is None and not store.auth_enabled
+    # revoking the last key leaves a store that had keys: authentication stays on (auth = auto)
+    assert store.verify_key(secret) is None and not store.has_active_keys and store.keys_ever_created
+    store.close()
+    again = open_store()  # the same file: what it remembers is in the file
+    assert again.keys_ever_created and not again.has_active_keys
 
 
 def test_operations_figures(open_store: Callable[..., Store]) -> None:

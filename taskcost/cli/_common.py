@@ -29,7 +29,19 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def settings_or_exit(**given: Any) -> Settings:
+    """The settings of a command; exit code 1 when they are bad, 2 when a key the command would send to a server
+    (``key``, ``admin_token``: an option of the command) is not something an HTTP header can carry."""
     try:
-        return load_settings(**given)
+        settings = load_settings(**given)
     except ValueError as exc:
         raise fail(f"bad configuration: {exc}") from None
+    for name in ("key", "admin_token"):
+        value = getattr(settings, name) if name in given else None
+        if value is not None and not (value.isascii() and value.isprintable()):
+            option = "--" + name.replace("_", "-")
+            raise fail(
+                f"{option} (or TASKCOST_{name.upper()}): an API key or token is printable ASCII (letters, digits, "
+                "punctuation); this one is not, so no server could have issued it",
+                code=2,
+            )
+    return settings

@@ -33,7 +33,7 @@ def create(
     url: UrlOption = None,
     admin_token: AdminOption = None,
 ) -> None:
-    """Create a key and print its secret (shown this once). The first key turns authentication on."""
+    """Create a key and print its secret (shown this once). The first key turns authentication on, for good."""
     with _admin(db, url, admin_token) as target:
         key, secret = target.create_key(project, kind)
     err.print(f"created {key.kind} key {key.id} for project {key.project!r}; its secret (shown once):", highlight=False)
@@ -58,9 +58,21 @@ def revoke(
     url: UrlOption = None,
     admin_token: AdminOption = None,
 ) -> None:
-    """Revoke a key; requests with it are refused from now on."""
+    """Revoke a key; requests with it are refused from now on. Revoking the last active key leaves authentication
+    on: every request is refused but the admin token's, until a key is created."""
     with _admin(db, url, admin_token) as target:
         done = target.revoke_key(key_id)
+        left = sum(k.revoked_at is None for k in target.list_keys()) if done else None
     if not done:
         raise fail(f"no active key {key_id!r}")
     err.print(f"revoked {key_id}", highlight=False)
+    if left == 0:
+        settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
+        where = f"--url {settings.url} --admin-token TOKEN" if settings.url else f"--db {settings.db}"
+        err.print(
+            "warning: that was the last active key. Authentication stays on (revoked keys count): the server now "
+            "refuses every request but /healthz and /readyz (401), except with its admin token. To get back in, "
+            "create a key: "
+            f"taskcost keys create PROJECT --kind ingest|read {where}",
+            highlight=False,
+        )

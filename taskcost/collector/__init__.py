@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from taskcost.collector._app import create_app
-    from taskcost.collector._auth import CALLER_PROJECT, authenticate
+    from taskcost.collector._auth import CALLER_PROJECT, DASHBOARD_CHALLENGE, AuthPolicy, authenticate
     from taskcost.collector._errors import ApiError, error_body
     from taskcost.collector._gate import QueryGate, QueryGateFull
     from taskcost.collector._grpc import start_grpc_server
@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CALLER_PROJECT",
+    "DASHBOARD_CHALLENGE",
     "ApiError",
+    "AuthPolicy",
     "Intake",
     "QueryGate",
     "QueryGateFull",
@@ -32,7 +34,9 @@ _WHERE = {
     "ApiError": "_errors",
     "start_grpc_server": "_grpc",
     "authenticate": "_auth",
+    "AuthPolicy": "_auth",
     "CALLER_PROJECT": "_auth",
+    "DASHBOARD_CHALLENGE": "_auth",
     "QueryGate": "_gate",
     "QueryGateFull": "_gate",
     "Intake": "_ingest",

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from taskcost import __version__
 from taskcost._internal.jsonable import json_value
-from taskcost.collector._auth import authenticate, check_admin
+from taskcost.collector._auth import AuthPolicy, authenticate, check_admin
 from taskcost.collector._errors import ApiError
 from taskcost.collector._gate import QueryGate, QueryGateFull
 from taskcost.collector._metrics import Metrics
@@ -94,9 +94,11 @@ def api_router(
     gate: QueryGate,
     metrics: Metrics,
     admin_token: str | None,
+    auth: AuthPolicy,
     allocation: Callable[[], dict[str, Any]] | None = None,
 ) -> APIRouter:
-    """``allocation``: the state of the server's allocation of the clusters' windows, shown by /readyz."""
+    """``allocation``: the state of the server's allocation of the clusters' windows, shown by /readyz. ``auth``:
+    whether a key is required (the bodies of these routes are read after the key was checked: ``BodyGate``)."""
     router = APIRouter()
     health = ThreadPoolExecutor(max_workers=1, thread_name_prefix="taskcost-health")  # never shared with user SQL
     gate.on_refused = metrics.sql_refused.inc
@@ -133,7 +135,7 @@ def api_router(
     async def prometheus_metrics(request: Request) -> Response:
         """Prometheus exposition: received, accepted, rejected, deduplicated, refused, queue, write latency. The
         figures are the whole server's (every project): once keys exist, a read key or the admin token."""
-        authenticate(store, request, "read", admin_token)
+        authenticate(auth, request, "read", admin_token)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @router.post(
@@ -150,10 +152,11 @@ def api_router(
         sees its own project's rows only. The answer holds at most `sql_max_rows` rows and about
         `sql_max_result_bytes` bytes (`truncated_by` says which limit cut it); the query runs at most
         `sql_timeout_s` seconds."""
-        caller = authenticate(store, request, "read", admin_token)
+        caller = authenticate(auth, request, "read", admin_token)
         limit = min(req.max_rows or sql_max_rows, sql_max_rows)
         try:
             res = await gate.run_async(
+                caller.project,  # a project's fair share of the query slots; the admin's and no-auth are one more
                 store.query,
                 req.sql,
                 req.params,

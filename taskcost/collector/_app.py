@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI, Request
@@ -14,7 +14,8 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from taskcost import __version__
 from taskcost.collector._allocation import ClusterAllocator
 from taskcost.collector._api import api_router
-from taskcost.collector._auth import authenticate
+from taskcost.collector._auth import AuthPolicy, authenticate
+from taskcost.collector._body import BodyGate
 from taskcost.collector._decoders import DecodePool
 from taskcost.collector._errors import install_error_handlers
 from taskcost.collector._gate import QueryGate
@@ -36,6 +37,7 @@ def create_app(
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
     admin_token: str | None = None,
     intake: Intake | None = None,
+    body_limits: Mapping[str, int] | None = None,
 ) -> FastAPI:
     """The collector's app: OTLP/HTTP intake, the query API, operations and pricing endpoints, around an open store
     (the dashboards are mounted by the composition root, taskcost/app.py). Nothing is opened or started here; the
@@ -46,7 +48,10 @@ def create_app(
     ``app.state.decoders`` is the decode pool: start it with ``.start()`` and stop it with ``.close()`` (it starts
     by itself on the first request otherwise). ``app.state.cluster_allocation`` allocates the self-hosted clusters'
     windows once they have ended (``allocate_clusters``): it starts with the app's lifespan and stops before the
-    caller's ``lifespan`` ends (which may close the store); its ``status()`` is in /readyz."""
+    caller's ``lifespan`` ends (which may close the store); its ``status()`` is in /readyz. ``app.state.auth`` says
+    whether a key is required (the ``auth`` setting and the store's keys: ``AuthPolicy``). A request body is read
+    only after the caller's key was checked, and only up to ``api_max_body_bytes`` (``BodyGate``; ``body_limits``:
+    other limits by path prefix; OTLP intake has ``max_body_bytes``)."""
     admin_token = admin_token or settings.admin_token
     intake = intake_from_settings(settings) if intake is None else intake
     # the pricing endpoints re-price with what intake prices with: one source
@@ -78,16 +83,24 @@ def create_app(
         openapi_url=None,
     )
     install_error_handlers(app)
+    auth = AuthPolicy.from_settings(settings, store)
+    app.add_middleware(
+        BodyGate,
+        auth=auth,
+        admin_token=admin_token,
+        limit=settings.api_max_body_bytes,
+        limits={"/v1/": None, **(body_limits or {})},  # OTLP: key, then max_body_bytes, in the route
+    )
     gate = QueryGate(settings.sql_max_concurrent, settings.sql_max_queued)
 
     @app.get("/openapi.json", include_in_schema=False)
     def openapi(request: Request) -> JSONResponse:
-        authenticate(store, request, "any", admin_token)
+        authenticate(auth, request, "any", admin_token)
         return JSONResponse(app.openapi())
 
     @app.get("/docs", include_in_schema=False)
     def docs(request: Request) -> HTMLResponse:
-        authenticate(store, request, "any", admin_token)
+        authenticate(auth, request, "any", admin_token)
         return get_swagger_ui_html(openapi_url="/openapi.json", title="taskcost API")
 
     metrics = Metrics(store)
@@ -100,6 +113,7 @@ def create_app(
     app.include_router(
         otlp_router(
             store,
+            auth=auth,
             max_body_bytes=settings.max_body_bytes,
             max_inflight=settings.max_inflight_requests,
             backpressure_wait_s=settings.backpressure_wait_s,
@@ -117,12 +131,14 @@ def create_app(
             gate=gate,
             metrics=metrics,
             admin_token=admin_token,
+            auth=auth,
             allocation=allocation.status,
         )
     )
-    app.include_router(pricing_router(pricing, store, admin_token, allocation=allocation.status))
+    app.include_router(pricing_router(pricing, store, admin_token, auth, allocation=allocation.status))
     app.state.settings = settings
     app.state.store = store
+    app.state.auth = auth
     app.state.metrics = metrics
     app.state.decoders = decoders
     app.state.sql_gate = gate

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
-from taskcost.collector._auth import authenticate, check_admin
+from taskcost.collector._auth import AuthPolicy, authenticate, check_admin
 from taskcost.collector._errors import ApiError
 from taskcost.pricing import PricingSource, epoch_ns
 from taskcost.store import Store, StoreUnavailableError
@@ -37,16 +37,18 @@ def pricing_router(
     source: PricingSource,
     store: Store,
     admin_token: str | None,
+    auth: AuthPolicy,
     allocation: Callable[[], dict[str, Any]] | None = None,
 ) -> APIRouter:
-    """``allocation``: the state of the server's allocation of the clusters' windows (in the status)."""
+    """``allocation``: the state of the server's allocation of the clusters' windows (in the status). ``auth``:
+    whether a key is required (a body is read after the key was checked: ``BodyGate``)."""
     router = APIRouter()
 
     @router.get("/api/pricing/status", tags=["pricing"])
     def status(request: Request) -> dict[str, Any]:
         """The price data, price book and clusters file this server prices with, its cluster window and pricing
         attributes (and a reload error, if any), and how its allocation of the clusters' windows stands."""
-        authenticate(store, request, "read", admin_token)
+        authenticate(auth, request, "read", admin_token)
         p = source.current()
         return {
             "prices": p.data.label,

@@ -162,7 +162,12 @@ class Store(ReadStore, Protocol):
 
     # -- access control -------------------------------------------------------------------------------------
     @property
-    def auth_enabled(self) -> bool: ...
+    def keys_ever_created(self) -> bool:
+        """Whether a key was ever created in this store, revoked ones included (once true, never false again)."""
+        ...
+
+    @property
+    def has_active_keys(self) -> bool: ...
 
     def verify_key(self, secret: str) -> ApiKey | None: ...
 

@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["KEY_KINDS", "ApiKey", "create_key", "hash_secret", "list_keys", "load_active", "revoke_key"]
+__all__ = [
+    "KEY_KINDS",
+    "ApiKey",
+    "create_key",
+    "created_any",
+    "hash_secret",
+    "list_keys",
+    "load_active",
+    "revoke_key",
+]
 
 KEY_KINDS = ("ingest", "read")
 _PROJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -70,3 +79,11 @@ def load_active(cur: duckdb.DuckDBPyConnection) -> dict[str, ApiKey]:
         "SELECT secret_sha256, id, project, kind, prefix, created_at FROM api_keys WHERE revoked_at IS NULL"
     ).fetchall()
     return {r[0]: ApiKey(r[1], r[2], r[3], r[4], r[5]) for r in rows}
+
+
+def created_any(cur: duckdb.DuckDBPyConnection) -> bool:
+    """Whether a key was ever created in this database: revoked keys stay in the table (nothing deletes a row), so
+    this never turns false again, and the server's authentication with it (``auth = auto``)."""
+    # fetchall: a result left half-read would keep the connection's transaction open (a CHECKPOINT then waits)
+    (row,) = cur.execute("SELECT EXISTS (SELECT 1 FROM api_keys)").fetchall()
+    return bool(row[0])
