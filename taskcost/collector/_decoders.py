@@ -9,6 +9,12 @@ spool writes those streams as they came.
 
 A worker that dies (killed, out of memory) fails only the requests it held; they are answered 503 with nothing
 kept, and the next request starts a new pool.
+
+Each worker's private memory is bounded by the operating system (``RLIMIT_DATA``): what it uses once loaded, plus
+twice ``max_decoded_bytes`` and twice ``max_body_bytes`` (the body as it arrives and as read). The intake limits keep
+a request well within its ``max_decoded_bytes`` (taskcost/normalize/_limits.py); if one still needs more, the
+allocation fails in that worker alone: the request is refused (413, as one over ``max_decoded_bytes``) and the worker
+goes on with the next.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ from concurrent.futures.process import BrokenProcessPool
 import pyarrow as pa
 
 from taskcost._internal.arrow_memory import use_system_allocator
+from taskcost._internal.limits import data_in_use, data_limit, set_data_limit
 from taskcost.collector._ingest import Ingested, Intake, intake_from_settings
+from taskcost.normalize import DecodedTooLarge
 from taskcost.settings import Settings
 from taskcost.store import PreparedBatch, ipc_stream
 
@@ -64,6 +72,41 @@ def _init(settings: Settings, schemas: dict[str, pa.Schema], parent: int) -> Non
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
+    # what a first request loads and reserves (Arrow's IPC writer reserves its pool's arena, about 1 GiB of address
+    # space it barely touches) is part of the worker, not of a request: decode one span before measuring
+    if schemas:
+        _decode(_warm_up_body(), True, None)
+    _limit_memory(settings)
+
+
+def _warm_up_body() -> bytes:
+    """One LLM call span, as a request body."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from taskcost.normalize import key_value
+
+    req = ExportTraceServiceRequest()
+    span = req.resource_spans.add().scope_spans.add().spans.add(trace_id=b"\x01" * 16, span_id=b"\x01" * 8, name="chat")
+    span.start_time_unix_nano, span.end_time_unix_nano = 1_700_000_000_000_000_000, 1_700_000_001_000_000_000
+    for key, value in (("gen_ai.operation.name", "chat"), ("gen_ai.request.model", "gpt-4o")):
+        span.attributes.append(key_value(key, value))
+    span.attributes.append(key_value("gen_ai.usage.input_tokens", 1))
+    return req.SerializeToString()
+
+
+def _limit_memory(settings: Settings) -> int | None:
+    """Bound this worker's private memory (RLIMIT_DATA) to what it uses now plus twice ``max_decoded_bytes`` and twice
+    ``max_body_bytes`` (never above a limit it inherited); None where the system has no such limit."""
+    in_use = data_in_use()
+    if not in_use:
+        return None
+    ceiling = in_use + 2 * settings.max_decoded_bytes + 2 * settings.max_body_bytes
+    inherited = data_limit()
+    try:
+        return set_data_limit(ceiling if inherited is None else min(ceiling, inherited))
+    except (ImportError, OSError, ValueError) as exc:  # no resource module; a limit already below what is used
+        log.warning("decode worker: memory not limited (%s)", exc)
+        return None
 
 
 def _ipc(columns: dict[str, list[object]], schema: pa.Schema) -> bytes:
@@ -76,18 +119,33 @@ def _table(stream: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(stream)).read_all()
 
 
-_Result = tuple[dict[str, bytes], int, int, list[str], int]
+_Result = tuple[dict[str, bytes], int, int, list[str], int, tuple[int, int, int]]
+_OUT_OF_MEMORY = (
+    "decoding this request needed more memory than a decode worker may use (twice max_decoded_bytes); send it in "
+    "smaller batches"
+)
 
 
 def _work(body: bytes, protobuf: bool, project: str | None) -> _Result:
     """The request's rows typed by the store's schemas (a span with a value they cannot hold is rejected alone), each
-    table as an Arrow IPC stream (``_table`` reads it back; the spool keeps it as it is)."""
+    table as an Arrow IPC stream (``_table`` reads it back; the spool keeps it as it is). Out of memory (the worker's
+    limit): DecodedTooLarge, once what the request held is freed."""
+    try:
+        return _decode(body, protobuf, project)
+    except MemoryError:
+        pass
+    gc.collect()
+    raise DecodedTooLarge(_OUT_OF_MEMORY)
+
+
+def _decode(body: bytes, protobuf: bool, project: str | None) -> _Result:
     assert _worker is not None, "decode worker not initialised"
     intake, schemas = _worker
     ingested = intake.prepare(body, protobuf=protobuf, project=project, schemas=schemas)
     prepared = ingested.prepared
     tables = {name: ipc_stream(table).to_pybytes() for name, table in (prepared.tables or {}).items()}
-    return tables, prepared.span_count, ingested.rejected_spans, ingested.messages, ingested.ignored_values
+    spans, rejected = prepared.span_count, ingested.rejected_spans
+    return tables, spans, rejected, ingested.messages, ingested.ignored_values, ingested.cut
 
 
 def _ready() -> bool:
@@ -96,10 +154,10 @@ def _ready() -> bool:
 
 # -- in the serving process ----------------------------------------------------------------------------------------
 def _ingested(result: _Result) -> Ingested:
-    tables_ipc, spans, rejected, messages, ignored = result
+    tables_ipc, spans, rejected, messages, ignored, cut = result
     tables = {name: _table(stream) for name, stream in tables_ipc.items()}
     batch = PreparedBatch(columns={}, span_count=spans, tables=tables, streams=tables_ipc)
-    return Ingested(batch, rejected, messages, ignored)
+    return Ingested(batch, rejected, messages, ignored, *cut)
 
 
 class DecodePool:

@@ -5,13 +5,15 @@ them, as HTTP bodies are), the same store, and the spec's answers in gRPC terms:
 
 - a body that is not an ExportTraceServiceRequest: INVALID_ARGUMENT (not retryable). The request is decoded here,
   not by grpc, which would answer INTERNAL;
-- a message above `max_body_bytes`: RESOURCE_EXHAUSTED (grpc's own limit, set to the same size as HTTP's);
+- a message above `max_body_bytes`: RESOURCE_EXHAUSTED (grpc's own limit, set to the same size as HTTP's); one that
+  would decode into more than `max_decoded_bytes`: RESOURCE_EXHAUSTED too, without a RetryInfo (not retryable);
 - the store could not commit, or the decode worker holding the request died: UNAVAILABLE with a RetryInfo, both in
   `grpc-status-details-bin` (google.rpc.Status, read by .NET and the Collector) and in the `google.rpc.retryinfo-bin`
   trailer (the only place the Python exporter reads it); nothing of the batch is kept;
 - spans with bad ids: OK with `partial_success` (rejected count and message), the rest stored;
-- once API keys exist, the same ingest-key check as HTTP, on the call's metadata (`authorization: Bearer <key>`):
-  no or a bad key is UNAUTHENTICATED, a key of the wrong kind PERMISSION_DENIED; the key decides the project.
+- while the server requires keys (the `auth` setting, the same rule as HTTP: `AuthPolicy`), the same ingest-key
+  check as HTTP, on the call's metadata (`authorization: Bearer <key>`): no or a bad key is UNAUTHENTICATED, a key
+  of the wrong kind PERMISSION_DENIED; the key decides the project.
 
 OK is answered only after the batch is committed.
 """
@@ -31,6 +33,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from taskcost.collector._decoders import DecodersUnavailable
 from taskcost.collector._ingest import (
+    OUT_OF_MEMORY,
     RETRY_AFTER_S,
     STORE_FAILED,
     Intake,
@@ -38,12 +41,14 @@ from taskcost.collector._ingest import (
     intake_from_settings,
     store_schemas,
 )
-from taskcost.normalize import DecodeError
+from taskcost.normalize import DecodedTooLarge, DecodeError
 from taskcost.settings import Settings
 from taskcost.store import Store
 
 if TYPE_CHECKING:
+    from taskcost.collector._auth import AuthPolicy
     from taskcost.collector._decoders import DecodePool
+    from taskcost.collector._metrics import Metrics
 
 __all__ = ["EXPORT_METHOD", "GrpcReceiver", "ingest_key_check", "start_grpc_server"]
 
@@ -70,17 +75,15 @@ class _Refused(PermissionError):
         self.code = code
 
 
-def ingest_key_check(store: Store) -> Authenticate:
-    """The HTTP receiver's ingest-key check, on gRPC metadata (a no-op while no key exists)."""
+def ingest_key_check(auth: AuthPolicy) -> Authenticate:
+    """The HTTP receiver's ingest-key check, on gRPC metadata (a no-op while the server requires no key)."""
 
     def check(metadata: Mapping[str, str]) -> str | None:
-        if not getattr(store, "auth_enabled", False):
-            return None
         from taskcost.collector._auth import authenticate
         from taskcost.collector._errors import ApiError
 
         try:
-            return authenticate(store, dict(metadata), "ingest").project
+            return authenticate(auth, dict(metadata), "ingest").project
         except ApiError as exc:
             raise _Refused(_AUTH_CODES.get(exc.status, grpc.StatusCode.UNAUTHENTICATED), exc.message) from None
 
@@ -106,12 +109,18 @@ def unavailable_status(message: str, retry_after_s: int = RETRY_AFTER_S) -> Any:
 
 class _TraceService:
     def __init__(
-        self, store: Store, intake: Intake, authenticate: Authenticate | None, decoders: DecodePool | None
+        self,
+        store: Store,
+        intake: Intake,
+        authenticate: Authenticate | None,
+        decoders: DecodePool | None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
         self.intake = intake
         self.authenticate = authenticate
         self.decoders = decoders
+        self.metrics = metrics
 
     def export(self, body: bytes, context: grpc.ServicerContext) -> bytes:
         project = None
@@ -127,12 +136,20 @@ class _TraceService:
                 ingested = self.decoders.decode_blocking(body, protobuf=True, project=project)
             else:
                 ingested = self.intake.prepare(body, protobuf=True, project=project, schemas=store_schemas(self.store))
+        except DecodedTooLarge as exc:
+            if self.metrics is not None:
+                self.metrics.limited.labels("requests_too_large").inc()
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        except MemoryError:  # decoding in this process (no decode workers), which ran out of memory
+            context.abort_with_status(unavailable_status(OUT_OF_MEMORY))
         except DecodeError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except RecursionError:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "request is nested too deeply to decode")
         except DecodersUnavailable as exc:
             context.abort_with_status(unavailable_status(f"{exc}; retry shortly"))
+        if self.metrics is not None:
+            self.metrics.on_limits(ingested.cut)
         if ingested.prepared.span_count:
             remaining = context.time_remaining()
             wait = COMMIT_WAIT_S if remaining is None else max(0.0, min(remaining, COMMIT_WAIT_S))
@@ -168,16 +185,23 @@ def start_grpc_server(
     intake: Intake | None = None,
     authenticate: Authenticate | None = None,
     decoders: DecodePool | None = None,
+    metrics: Metrics | None = None,
 ) -> GrpcReceiver | None:
     """Serve OTLP/gRPC on `settings.host:settings.grpc_port`; None when `grpc_port` is 0 (the receiver is off).
 
-    `authenticate` defaults to the HTTP receiver's ingest-key check. `decoders`: the HTTP app's decode pool
-    (`app.state.decoders`), to decode in its worker processes (None: in the calling gRPC thread). Raises OSError when
-    the address cannot be bound (e.g. the port is taken)."""
+    `authenticate` defaults to the HTTP receiver's ingest-key check, under the same rule (`AuthPolicy` of the same
+    settings and store). `decoders`: the HTTP app's decode pool
+    (`app.state.decoders`), to decode in its worker processes (None: in the calling gRPC thread). `metrics`: the HTTP
+    app's (`app.state.metrics`), to count what the intake limits cut. Raises OSError when the address cannot be bound
+    (e.g. the port is taken)."""
     if settings.grpc_port == 0:
         return None
-    check = authenticate if authenticate is not None else ingest_key_check(store)
-    service = _TraceService(store, intake or intake_from_settings(settings), check, decoders)
+    if authenticate is None:
+        from taskcost.collector._auth import AuthPolicy
+
+        authenticate = ingest_key_check(AuthPolicy.from_settings(settings, store))
+    check = authenticate
+    service = _TraceService(store, intake or intake_from_settings(settings), check, decoders, metrics)
     handler = grpc.method_handlers_generic_handler(
         SERVICE,
         # no (de)serializers: the body is decoded by the shared path, so undecodable input is INVALID_ARGUMENT

@@ -12,12 +12,21 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from taskcost.normalize import DEFAULT_RULES, NormalizeRules, decode_json, decode_protobuf, normalize_request
+from taskcost.normalize import (
+    DEFAULT_RULES,
+    Cuts,
+    IntakeLimits,
+    NormalizeRules,
+    decode_json,
+    decode_protobuf,
+    normalize_request,
+)
 from taskcost.pricing import Pricer, PricingSource
 from taskcost.settings import Settings
 from taskcost.store import PreparedBatch, prepare_batch, typed_tables
 
 __all__ = [
+    "OUT_OF_MEMORY",
     "RETRY_AFTER_S",
     "STORE_FAILED",
     "Ingested",
@@ -26,6 +35,7 @@ __all__ = [
     "decode_executor",
     "export_response",
     "intake_from_settings",
+    "limits_from_settings",
     "rules_from_settings",
     "store_schemas",
     "typed",
@@ -34,6 +44,7 @@ __all__ = [
 _MAX_MESSAGES = 5  # in one answer's partial_success.error_message
 RETRY_AFTER_S = 2  # what a client should wait before retrying a batch the store could not take
 STORE_FAILED = "the store could not commit this batch; nothing of it was kept, retry later"
+OUT_OF_MEMORY = "the server ran out of memory decoding this batch; nothing of it was kept, retry shortly"
 
 
 @dataclass(slots=True)
@@ -42,6 +53,15 @@ class Ingested:
     rejected_spans: int = 0
     messages: list[str] = field(default_factory=list)
     ignored_values: int = 0  # attribute values read as absent (their spans kept): see docs/conventions.md
+    # what the intake limits cut, their spans kept (docs/security.md, "Intake")
+    dropped_attributes: int = 0
+    dropped_events: int = 0
+    truncated_values: int = 0
+
+    @property
+    def cut(self) -> tuple[int, int, int]:
+        """(attributes dropped, span events dropped, values truncated) by the intake limits."""
+        return self.dropped_attributes, self.dropped_events, self.truncated_values
 
 
 def decode_and_prepare(
@@ -52,16 +72,27 @@ def decode_and_prepare(
     project: str | None = None,
     pricer: Pricer | None = None,
 ) -> Ingested:
-    """Decode one ExportTraceServiceRequest body and turn it into rows priced by ``pricer`` (None: the bundled prices).
-    Raises DecodeError on bad input."""
-    req = decode_protobuf(body) if protobuf else decode_json(body)
-    batch = normalize_request(req, rules)
+    """Decode one ExportTraceServiceRequest body and turn it into rows priced by ``pricer`` (None: the bundled prices),
+    within ``rules.limits``. Raises DecodeError on bad input, DecodedTooLarge for a request over
+    ``max_decoded_bytes``."""
+    cuts = Cuts(rules.limits)
+    req = decode_protobuf(body, cuts) if protobuf else decode_json(body, cuts)
+    batch = normalize_request(req, rules, cuts)
+    del req
     now = time.time_ns()
     if project is None:
         prepared = prepare_batch(batch, now, pricer=pricer)
     else:
         prepared = prepare_batch(batch, now, project, pricer)
-    return Ingested(prepared, batch.rejected_spans, batch.messages, batch.ignored_values)
+    return Ingested(
+        prepared,
+        batch.rejected_spans,
+        batch.messages,
+        batch.ignored_values,
+        batch.dropped_attributes,
+        batch.dropped_events,
+        batch.truncated_values,
+    )
 
 
 def store_schemas(store: object) -> Mapping[str, pa.Schema] | None:
@@ -77,7 +108,7 @@ def typed(ingested: Ingested, schemas: Mapping[str, pa.Schema]) -> Ingested:
     prepared, reasons = typed_tables(ingested.prepared, schemas)
     lost = ingested.prepared.span_count - prepared.span_count
     messages = (ingested.messages + reasons)[:_MAX_MESSAGES] if reasons else ingested.messages
-    return Ingested(prepared, ingested.rejected_spans + lost, messages, ingested.ignored_values)
+    return Ingested(prepared, ingested.rejected_spans + lost, messages, ingested.ignored_values, *ingested.cut)
 
 
 @dataclass(frozen=True)
@@ -136,8 +167,20 @@ def export_response(ingested: Ingested) -> ExportTraceServiceResponse:
     return msg
 
 
+def limits_from_settings(settings: Settings) -> IntakeLimits:
+    """The OTLP intake limits the settings configure."""
+    return IntakeLimits(
+        attribute_count=settings.attribute_count_limit,
+        event_attribute_count=settings.event_attribute_count_limit,
+        span_event_count=settings.span_event_count_limit,
+        attribute_value_length=settings.attribute_value_length_limit,
+        decoded_bytes=settings.max_decoded_bytes,
+    )
+
+
 def rules_from_settings(settings: Settings) -> NormalizeRules:
-    """The normaliser's task rules from the settings that configure them (defaults where a setting is absent)."""
+    """The normaliser's task rules and intake limits from the settings that configure them (defaults where a setting
+    is absent)."""
     return NormalizeRules.build(
         task_id_attributes=settings.task_id_attributes,
         outcome_attribute=settings.task_outcome_attribute,
@@ -145,4 +188,5 @@ def rules_from_settings(settings: Settings) -> NormalizeRules:
         implicit_tasks=settings.implicit_tasks,
         fold_duplicates=settings.fold_duplicate_spans,
         pricing_attributes=settings.pricing_attributes,
+        limits=limits_from_settings(settings),
     )

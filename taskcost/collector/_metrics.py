@@ -41,6 +41,13 @@ class Metrics:
         self.dropped = Counter(
             "taskcost_spans_dropped", "Spans acknowledged but not stored (always 0: ack follows commit)", registry=r
         )
+        self.limited = Counter(
+            "taskcost_otlp_limited",
+            "What the OTLP intake limits cut (docs/security.md, Intake): attributes and span events dropped and "
+            "attribute values truncated (their spans stored), requests refused as too large once decoded (413)",
+            ["what"],
+            registry=r,
+        )
         self.bad_requests = Counter("taskcost_requests_invalid", "Requests refused with a 4xx", ["status"], registry=r)
         self.write_seconds = Histogram(
             "taskcost_write_seconds",
@@ -61,6 +68,12 @@ class Metrics:
         self.sql_refused = Counter(
             "taskcost_sql_refused", "SQL queries answered 429: every query slot and queue place taken", registry=r
         )
+
+    def on_limits(self, cut: tuple[int, int, int]) -> None:
+        """Count what the intake limits cut in one request: (attributes dropped, events dropped, values truncated)."""
+        for what, n in zip(("attributes_dropped", "events_dropped", "values_truncated"), cut, strict=True):
+            if n:
+                self.limited.labels(what).inc(n)
 
     def on_commit(self, info: CommitInfo) -> None:
         self.accepted.inc(info.spans)

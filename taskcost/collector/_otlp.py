@@ -17,10 +17,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from google.protobuf import json_format
 
-from taskcost.collector._auth import authenticate
+from taskcost.collector._auth import AuthPolicy, authenticate
+from taskcost.collector._body import read_body
 from taskcost.collector._decoders import DecodePool, DecodersUnavailable
 from taskcost.collector._errors import PROTOBUF, ApiError
 from taskcost.collector._ingest import (
+    OUT_OF_MEMORY,
     RETRY_AFTER_S,
     STORE_FAILED,
     Ingested,
@@ -30,7 +32,7 @@ from taskcost.collector._ingest import (
     store_schemas,
 )
 from taskcost.collector._metrics import Metrics
-from taskcost.normalize import DecodeError
+from taskcost.normalize import DecodedTooLarge, DecodeError
 from taskcost.store import Store, StoreBusyError
 
 __all__ = ["otlp_router"]
@@ -38,19 +40,6 @@ __all__ = ["otlp_router"]
 log = logging.getLogger("taskcost.collector")
 JSON = "application/json"
 _BUSY = {"Retry-After": "1"}
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, f"request body of {declared} bytes exceeds the limit of {limit} bytes")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, f"request body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _inflate(body: bytes, encoding: str, limit: int) -> bytes:
@@ -101,17 +90,22 @@ async def _decode(
             return await decoders.decode(body, protobuf=protobuf, project=project)
         work = functools.partial(intake.prepare, body, protobuf=protobuf, project=project, schemas=store_schemas(store))
         return await asyncio.get_running_loop().run_in_executor(decode_executor(), work)
+    except DecodedTooLarge as exc:
+        raise ApiError(413, str(exc)) from None
     except DecodeError as exc:
         raise ApiError(400, str(exc)) from None
     except RecursionError:
         raise ApiError(400, "body is nested too deeply to decode") from None
     except DecodersUnavailable as exc:
         raise ApiError(503, f"{exc}; retry shortly", headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+    except MemoryError:  # decoding in this process, which ran out of memory (its limit, or other work's share)
+        raise ApiError(503, OUT_OF_MEMORY, headers={"Retry-After": str(RETRY_AFTER_S)}) from None
 
 
 def otlp_router(
     store: Store,
     *,
+    auth: AuthPolicy,
     max_body_bytes: int,
     max_inflight: int,
     backpressure_wait_s: float,
@@ -139,22 +133,28 @@ def otlp_router(
 
     @router.post("/v1/traces", include_in_schema=False)
     async def export_traces(request: Request) -> Response:
-        caller = authenticate(store, request, "ingest")
+        caller = authenticate(auth, request, "ingest")  # before the body is read
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if ctype not in (PROTOBUF, JSON):
             raise ApiError(415, f"unsupported Content-Type {ctype or '(none)'!r}; send {PROTOBUF} or {JSON}")
         await acquire_slot()
         try:
-            body = await _read_body(request, max_body_bytes)
+            body = await read_body(request, max_body_bytes)
             encoding = request.headers.get("content-encoding", "").strip().lower()
             body = _inflate(body, encoding, max_body_bytes)
-            ingested = await _decode(decoders, body, ctype, intake, caller.project, store)
+            try:
+                ingested = await _decode(decoders, body, ctype, intake, caller.project, store)
+            except ApiError as exc:
+                if exc.status == 413:
+                    metrics.limited.labels("requests_too_large").inc()
+                raise
             prepared = ingested.prepared
             metrics.received.inc(prepared.span_count + ingested.rejected_spans)
             if ingested.rejected_spans:
                 metrics.rejected.labels("invalid_span").inc(ingested.rejected_spans)
             if ingested.ignored_values:
                 metrics.ignored_values.inc(ingested.ignored_values)
+            metrics.on_limits(ingested.cut)
             future = None
             if prepared.span_count:
                 try:

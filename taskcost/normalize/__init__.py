@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         key_value,
         to_any_value,
     )
+    from taskcost.normalize._limits import Cuts, DecodedTooLarge, IntakeLimits
     from taskcost.normalize._normalize import normalize_request
     from taskcost.normalize._records import (
         LLMCallRecord,
@@ -30,7 +31,10 @@ __getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = [
     "DEFAULT_RULES",
+    "Cuts",
     "DecodeError",
+    "DecodedTooLarge",
+    "IntakeLimits",
     "LLMCallRecord",
     "NormalizeRules",
     "NormalizedBatch",

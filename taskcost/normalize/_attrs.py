@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from typing import Any
 
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from taskcost.normalize._limits import Cuts, kept_attributes
 
 __all__ = [
     "MAX_MONEY",
@@ -15,6 +17,7 @@ __all__ = [
     "Attrs",
     "any_value",
     "attributes_dict",
+    "limited",
     "pricing_value",
     "to_decimal",
     "to_int",
@@ -35,32 +38,58 @@ MAX_MONEY = Decimal(10) ** 15
 _CENT_FRACTION = Decimal(1).scaleb(-12)
 _WIDE = Context(prec=60)  # enough digits for any amount below MAX_MONEY at 12 places
 _SHOWN = 40  # characters of an ignored value quoted in its reason
+_NO_LIMIT = 2**63
 
 
-def any_value(v: AnyValue) -> Any:
+def any_value(v: AnyValue, cuts: Cuts | None = None) -> Any:
+    """An AnyValue as Python; with ``cuts``, within the request's limits: a string or bytes (as hex) value longer than
+    the value length is truncated, an array past the attribute count keeps its first elements (counted as one
+    truncated value), a map past it keeps its attributes as a span's list would (counted as dropped)."""
     which = v.WhichOneof("value")
     if which == "string_value":  # by far the most common: first
-        return v.string_value
+        text = v.string_value
+        return text if cuts is None or len(text) <= cuts.max_length else cuts.truncate(text)
     if which is None:
         return None
     if which == "array_value":
-        return [any_value(x) for x in v.array_value.values]
+        values = v.array_value.values
+        if cuts is not None and len(values) > cuts.limits.attribute_count:
+            cuts.values += 1
+            values = values[: cuts.limits.attribute_count]
+        return [any_value(x, cuts) for x in values]
     if which == "kvlist_value":
-        return attributes_dict(v.kvlist_value.values)
+        kvs = v.kvlist_value.values
+        if cuts is not None and len(kvs) > cuts.limits.attribute_count:
+            kvs = limited(kvs, cuts.limits.attribute_count, cuts)
+            cuts.pending = 0  # a map has no dropped count of its own: counted in ``cuts.attributes`` only
+        return attributes_dict(kvs, cuts)
     if which == "bytes_value":
-        return v.bytes_value.hex()
+        text = v.bytes_value.hex()
+        return text if cuts is None or len(text) <= cuts.max_length else cuts.truncate(text)
     return getattr(v, which)
 
 
-def attributes_dict(kvs: Any) -> dict[str, Any]:
+def limited(kvs: Sequence[KeyValue], limit: int, cuts: Cuts) -> list[KeyValue]:
+    """Attributes ``kvs``, over ``limit``, cut to it: those the normaliser reads first, then the others in order
+    (``kept_attributes``); what is dropped is counted in ``cuts`` (``attributes``, and ``pending`` for the caller)."""
+    keep = kept_attributes((kv.key for kv in kvs), limit, cuts.limits.keep)
+    cuts.pending = len(kvs) - len(keep)
+    cuts.attributes += cuts.pending
+    return [kvs[i] for i in keep]
+
+
+def attributes_dict(kvs: Any, cuts: Cuts | None = None) -> dict[str, Any]:
+    """Attributes as a dict (a later key overrides an earlier one); with ``cuts``, string values longer than the
+    value length limit truncated (the caller applies the count limit: ``limited``)."""
     # the hot loop of ingest: scalar values read inline (one function call less per attribute); a non-empty
     # string_value is the member set (values are a oneof), which saves asking which member is set for most values
     out: dict[str, Any] = {}
+    longest = cuts.max_length if cuts is not None else _NO_LIMIT
     for kv in kvs:
         v = kv.value
         text = v.string_value
         if text:
-            out[kv.key] = text
+            out[kv.key] = text if len(text) <= longest else cuts.truncate(text)  # type: ignore[union-attr]
             continue
         which = v.WhichOneof("value")
         if which == "int_value":
@@ -72,7 +101,7 @@ def attributes_dict(kvs: Any) -> dict[str, Any]:
         elif which == "string_value":
             out[kv.key] = text
         else:
-            out[kv.key] = any_value(v)
+            out[kv.key] = any_value(v, cuts)
     return out
 
 
@@ -141,7 +170,9 @@ class Attrs:
     """Span attributes over resource attributes: the span wins. Reads take names in precedence order.
 
     ``warn``: a message for the client (partial success); ``ignore``: the same for a value a typed read skipped
-    (counted as such); without ``ignore``, ``warn`` takes both."""
+    (counted as such); without ``ignore``, ``warn`` takes both. ``read``: the resource attributes reads may ask for
+    (``NormalizeRules.read_names``; default: all of them), what each span's merged mapping copies: a resource's
+    other attributes are never read, and copying them for every span would cost their number times the spans."""
 
     __slots__ = ("span", "resource", "warn", "ignore", "get")
 
@@ -151,13 +182,15 @@ class Attrs:
         resource: dict[str, Any],
         warn: Callable[[str], None] | None = None,
         ignore: Callable[[str], None] | None = None,
+        read: dict[str, Any] | None = None,
     ) -> None:
         self.span = span
         self.resource = resource
         self.warn = warn
         self.ignore = ignore if ignore is not None else warn
         # one merged mapping, built once per span: every read is then a single C-level dict lookup
-        merged = resource | span if resource else span
+        base = resource if read is None else read
+        merged = base | span if base else span
         self.get: Callable[[str], Any] = merged.get
 
     def has(self, *keys: str) -> bool:

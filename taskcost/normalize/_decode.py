@@ -12,6 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from taskcost.normalize._json import JsonShapeError, request_wire
+from taskcost.normalize._limits import BODY_FACTOR, Cuts
 
 __all__ = ["DecodeError", "decode_json", "decode_protobuf", "encode_json", "key_value", "to_any_value"]
 
@@ -20,20 +21,31 @@ class DecodeError(ValueError):
     """The body is not a valid ExportTraceServiceRequest."""
 
 
-def decode_protobuf(body: bytes) -> ExportTraceServiceRequest:
+def decode_protobuf(body: bytes, cuts: Cuts | None = None) -> ExportTraceServiceRequest:
+    """The request in ``body``; with ``cuts``, refused (DecodedTooLarge) when it could parse into more than the
+    request's limit, and the body's share of its decoded size counted (the per-span limits are the normaliser's:
+    the parse is protobuf's, whole)."""
+    if cuts is not None:
+        cuts.check_protobuf(body)
     msg = ExportTraceServiceRequest()
     try:
         msg.ParseFromString(body)
     except (_PbDecodeError, RuntimeError, ValueError) as exc:
         raise DecodeError(f"body is not a valid protobuf ExportTraceServiceRequest: {exc}") from None
+    if cuts is not None:
+        cuts.spend(BODY_FACTOR * len(body))
     return msg
 
 
-def decode_json(body: bytes) -> ExportTraceServiceRequest:
+def decode_json(body: bytes, cuts: Cuts | None = None) -> ExportTraceServiceRequest:
     """Decode the OTLP JSON mapping: hex ids, integer enums, int64 as strings or numbers.
 
     Accepts and rejects what ``json_format.ParseDict(..., ignore_unknown_fields=True)`` did (with the hex ids
-    turned into base64 first), about ten times faster: see ``_json``."""
+    turned into base64 first), about ten times faster: see ``_json``. With ``cuts``, within the request's limits:
+    refused (DecodedTooLarge) before parsing when its JSON could take more than the request may; attributes and
+    events past their counts are left out of the message (counted in ``cuts`` and the dropped counts)."""
+    if cuts is not None:
+        cuts.check_json(body)
     try:
         doc = json.loads(body)
     except RecursionError:
@@ -43,9 +55,11 @@ def decode_json(body: bytes) -> ExportTraceServiceRequest:
     if not isinstance(doc, dict):
         raise DecodeError("body must be a JSON object (ExportTraceServiceRequest)")
     try:
-        wire = request_wire(doc)
+        wire = request_wire(doc, cuts)
     except JsonShapeError as exc:
         raise DecodeError(f"JSON is not an OTLP ExportTraceServiceRequest: {exc}") from None
+    if cuts is not None:
+        cuts.spend(BODY_FACTOR * len(body))
     return ExportTraceServiceRequest.FromString(wire)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -175,8 +176,9 @@ def server_address(a: Attrs) -> str | None:
     return None
 
 
-def ttft(a: Attrs, span: Span) -> float | None:
-    """Seconds to the first token: an attribute, else the first-chunk event's offset from the span start."""
+def ttft(a: Attrs, span: Span, events: Sequence[Span.Event]) -> float | None:
+    """Seconds to the first token: an attribute, else the first-chunk event's offset from the span start (``events``:
+    the span's, as kept within the limits)."""
     value = a.number(*C.TTFT)
     if value is not None:
         return value
@@ -184,15 +186,16 @@ def ttft(a: Attrs, span: Span) -> float | None:
         value = a.number(C.OPENLIT_TTFT)
         if value is not None:
             return value
-    for event in span.events:
+    for event in events:
         if event.name in C.FIRST_CHUNK_EVENTS and event.time_unix_nano >= span.start_time_unix_nano > 0:
             return (event.time_unix_nano - span.start_time_unix_nano) / 1e9
     return None
 
 
-def error_type_from_events(span: Span) -> str | None:
-    """`exception.type` of the span's last exception event (OpenInference records errors only this way)."""
-    for event in reversed(span.events):
+def error_type_from_events(events: Sequence[Span.Event]) -> str | None:
+    """`exception.type` of the last exception event of a span's ``events`` (OpenInference records errors only this
+    way)."""
+    for event in reversed(events):
         if event.name == C.EXCEPTION_EVENT:
             value = attributes_dict(event.attributes).get(C.EXCEPTION_TYPE)
             if isinstance(value, str) and value:

@@ -23,6 +23,11 @@ a 400-digit double, SystemError for a field name with an unpaired surrogate), th
 
 What the OTLP/JSON mapping adds: trace, span and parent-span ids of spans and links are hex (not base64), and
 resource-spans, scope-spans, spans and links must be JSON objects.
+
+With the request's limits (``Cuts``, see ``_limits``), a list of attributes (of a span, resource, scope, event or map
+value) or a span's events past its count is cut while it is written: the items dropped are never encoded (nor
+checked), and they are added to the message's ``dropped_attributes_count`` / ``dropped_events_count``; an array value
+keeps its first elements. Without limits, the result is ParseDict's.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from taskcost.normalize._limits import Cuts, dropped_count, kept_attributes, kept_events
 
 __all__ = ["MAX_DEPTH", "JsonShapeError", "request_wire"]
 
@@ -62,6 +69,14 @@ _WIRE_TYPE = {_STR: 2, _BYTES: 2, _HEX: 2, _BOOL: 0, _DOUBLE: 1, _INT: 0, _FIXED
 _HEX_IDS = {
     "opentelemetry.proto.trace.v1.Span": {"trace_id", "span_id", "parent_span_id"},
     "opentelemetry.proto.trace.v1.Span.Link": {"trace_id", "span_id"},
+}
+# Which count limits a repeated field has (``_Field.limit``): attributes of a span, resource, scope or map value;
+# attributes of an event; the elements of an array value. A link's attributes are neither read nor stored.
+_NO_LIMIT, _ATTRIBUTES, _EVENT_ATTRIBUTES, _ELEMENTS = range(4)
+_LIMITS = {
+    "opentelemetry.proto.trace.v1.Span.Event.attributes": _EVENT_ATTRIBUTES,
+    "opentelemetry.proto.trace.v1.Span.Link.attributes": _NO_LIMIT,
+    "opentelemetry.proto.common.v1.ArrayValue.values": _ELEMENTS,
 }
 _OBJECTS_ONLY = {
     "opentelemetry.proto.trace.v1.ResourceSpans",
@@ -113,7 +128,7 @@ def _varint(n: int) -> bytes:
 
 
 class _Field:
-    __slots__ = ("always", "enum", "high", "kind", "low", "msg", "number", "oneof", "tag")
+    __slots__ = ("always", "enum", "high", "kind", "limit", "low", "msg", "number", "oneof", "tag")
 
     def __init__(self, fd: FieldDescriptor, kind: int, low: int, high: int, msg: _Msg | None) -> None:
         self.number = fd.number
@@ -125,15 +140,18 @@ class _Field:
         self.always = self.oneof  # a oneof member is written even when it holds its default
         self.enum = {v.name: v.number for v in fd.enum_type.values} if fd.enum_type is not None else {}
         self.tag = _varint(fd.number << 3 | (2 if kind in (_RMSG, _RSTR) else _WIRE_TYPE[kind]))
+        default = _ATTRIBUTES if msg is not None and msg.name == "KeyValue" and kind == _RMSG else _NO_LIMIT
+        self.limit = _LIMITS.get(fd.full_name, default)
 
 
 class _Msg:
-    __slots__ = ("fields", "name", "objects_only")
+    __slots__ = ("dropped", "fields", "name", "objects_only")
 
     def __init__(self, d: Descriptor) -> None:
         self.name = d.name
         self.fields: dict[str, _Field] = {}
         self.objects_only = d.full_name in _OBJECTS_ONLY
+        self.dropped: _Field | None = None  # its dropped_attributes_count, if it has one
 
 
 def _build(d: Descriptor, done: dict[str, _Msg]) -> _Msg:
@@ -153,6 +171,8 @@ def _build(d: Descriptor, done: dict[str, _Msg]) -> _Msg:
             kind = _RMSG if kind == _MSG else _RSTR
         f = _Field(fd, kind, low, high, sub)
         m.fields[fd.json_name] = m.fields[fd.name] = f
+        if fd.name == "dropped_attributes_count":
+            m.dropped = f
     return m
 
 
@@ -160,12 +180,15 @@ _MESSAGES: dict[str, _Msg] = {}
 _REQUEST = _build(ExportTraceServiceRequest.DESCRIPTOR, _MESSAGES)
 _KEY_VALUE = _MESSAGES["opentelemetry.proto.common.v1.KeyValue"]
 _SPAN = _MESSAGES["opentelemetry.proto.trace.v1.Span"]
+_SPAN_DROPPED_ATTRIBUTES = _SPAN.fields["dropped_attributes_count"]
+_SPAN_DROPPED_EVENTS = _SPAN.fields["dropped_events_count"]
 _INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 
 
-def request_wire(doc: Any) -> bytes:
-    """The protobuf encoding of the ExportTraceServiceRequest that ``doc`` (parsed OTLP/JSON) maps to."""
-    return _message(doc, _REQUEST, 1)
+def request_wire(doc: Any, cuts: Cuts | None = None) -> bytes:
+    """The protobuf encoding of the ExportTraceServiceRequest that ``doc`` (parsed OTLP/JSON) maps to; with ``cuts``,
+    within the request's count limits (what they drop is counted there)."""
+    return _message(doc, _REQUEST, 1, cuts)
 
 
 def _type(v: Any) -> str:
@@ -174,7 +197,7 @@ def _type(v: Any) -> str:
     )
 
 
-def _message(d: Any, m: _Msg, depth: int) -> bytes:
+def _message(d: Any, m: _Msg, depth: int, c: Cuts | None) -> bytes:
     """The encoded fields of message ``m`` (without its tag and length) from JSON value ``d``."""
     if depth > MAX_DEPTH:
         raise JsonShapeError(f"nests messages more than {MAX_DEPTH} deep")
@@ -184,6 +207,7 @@ def _message(d: Any, m: _Msg, depth: int) -> bytes:
     parts: dict[int, bytes] = {}  # field number -> its encoding; the last spelling of a field wins
     oneof_seen = False
     fields = m.fields
+    dropped = 0
     for name, v in d.items():
         f = fields.get(name)
         if f is None:
@@ -194,10 +218,24 @@ def _message(d: Any, m: _Msg, depth: int) -> bytes:
                 e.path.append(name)
                 raise e
             oneof_seen = True
-            _set(parts, f, name, v, depth)
+            _set(parts, f, name, v, depth, c)
         else:
-            _set(parts, f, name, v, depth)
+            _set(parts, f, name, v, depth, c)
+        if c is not None and c.pending:  # what this field's attributes lost to their count limit
+            dropped += c.pending
+            c.pending = 0
+    if dropped and m.dropped is not None:
+        _add_dropped(parts, m.dropped, dropped)
     return b"".join(parts.values())
+
+
+def _add_dropped(parts: dict[int, bytes], f: _Field, dropped: int) -> None:
+    """Add ``dropped`` to the count field ``f`` (a one-byte tag and a varint) of a message being written."""
+    sent, shift = 0, 0
+    for byte in parts.get(f.number, b"")[1:]:
+        sent |= (byte & 0x7F) << shift
+        shift += 7
+    parts[f.number] = f.tag + _varint(dropped_count(sent, dropped))
 
 
 def _unknown(name: str, m: _Msg) -> None:
@@ -213,7 +251,7 @@ def _unknown(name: str, m: _Msg) -> None:
     raise e
 
 
-def _set(parts: dict[int, bytes], f: _Field, name: str, v: Any, depth: int) -> None:
+def _set(parts: dict[int, bytes], f: _Field, name: str, v: Any, depth: int, c: Cuts | None) -> None:
     """Put field ``f`` (spelt ``name`` in the JSON) into ``parts``: null clears it, as in ParseDict (a oneof
     member only if it is the one set, which is the only one that can be in ``parts``)."""
     try:
@@ -222,7 +260,7 @@ def _set(parts: dict[int, bytes], f: _Field, name: str, v: Any, depth: int) -> N
                 raise JsonShapeError("must be a hex string, got null")
             parts.pop(f.number, None)
             return
-        piece = _field(f, v, depth)
+        piece = _field(f, v, depth, c)
     except JsonShapeError as e:
         e.path.append(name)
         raise
@@ -230,13 +268,14 @@ def _set(parts: dict[int, bytes], f: _Field, name: str, v: Any, depth: int) -> N
         parts[f.number] = piece
 
 
-def _span(d: Any) -> bytes:
+def _span(d: Any, c: Cuts | None) -> bytes:
     """``_message`` for a Span (always at depth 4) with its usual field shapes written inline."""
     if type(d) is not dict:
         raise JsonShapeError(f"must be an object, got {_type(d)}")
     parts: dict[int, bytes] = {}
     fields = _SPAN.fields
     table = _VARINT14
+    dropped_attributes = dropped_events = 0
     for name, v in d.items():
         f = fields.get(name)
         if f is None:
@@ -270,15 +309,30 @@ def _span(d: Any) -> bytes:
         elif n == 9:  # attributes
             if t is list:
                 try:
-                    parts[9] = _key_values(v, b"\x4a", 5)
+                    parts[9] = _key_values(v, b"\x4a", 5, c, _ATTRIBUTES)
                 except JsonShapeError as e:
                     e.path.append(name)
                     raise
+                if c is not None and c.pending:
+                    dropped_attributes += c.pending
+                    c.pending = 0
                 continue
         elif n == 6 and t is int and 0 <= v < 0x80:  # kind
             parts[6] = b"\x30" + table[v]
             continue
-        _set(parts, f, name, v, 4)
+        elif n == 11 and c is not None and t is list and len(v) > c.limits.span_event_count:  # events, too many
+            keep = kept_events((e.get("name") if type(e) is dict else None for e in v), c.limits.span_event_count)
+            dropped_events += len(v) - len(keep)
+            c.events += len(v) - len(keep)
+            v = [v[i] for i in keep]
+        _set(parts, f, name, v, 4, c)
+        if c is not None and c.pending:  # a second spelling of the attributes, written the general way
+            dropped_attributes += c.pending
+            c.pending = 0
+    if dropped_attributes:
+        _add_dropped(parts, _SPAN_DROPPED_ATTRIBUTES, dropped_attributes)
+    if dropped_events:
+        _add_dropped(parts, _SPAN_DROPPED_EVENTS, dropped_events)
     return b"".join(parts.values())
 
 
@@ -295,18 +349,21 @@ def _not_an_object(d: Any, m: _Msg) -> None:
             raise JsonShapeError(f"must be an object, got {_type(d)}")
 
 
-def _field(f: _Field, v: Any, depth: int) -> bytes | None:
+def _field(f: _Field, v: Any, depth: int, c: Cuts | None) -> bytes | None:
     """One field's encoding (tag included); b"" for a default value; None to leave the field as it was."""
     kind = f.kind
     if kind == _RMSG:
         if type(v) is not list:
             raise JsonShapeError(f"must be an array, got {_type(v)}")
         if f.msg is _KEY_VALUE:
-            return _key_values(v, f.tag, depth + 1)
-        return _messages(v, f, depth + 1)
+            return _key_values(v, f.tag, depth + 1, c, f.limit)
+        if c is not None and f.limit == _ELEMENTS and len(v) > c.limits.attribute_count:
+            c.values += 1
+            v = v[: c.limits.attribute_count]
+        return _messages(v, f, depth + 1, c)
     if kind == _MSG:
         assert f.msg is not None
-        body = _message(v, f.msg, depth + 1)
+        body = _message(v, f.msg, depth + 1, c)
         return f.tag + _varint(len(body)) + body
     if kind == _STR:
         raw = _utf8(v)
@@ -359,14 +416,14 @@ def _field(f: _Field, v: Any, depth: int) -> bytes | None:
     return b"".join(out)
 
 
-def _messages(v: list[Any], f: _Field, depth: int) -> bytes:
+def _messages(v: list[Any], f: _Field, depth: int, c: Cuts | None) -> bytes:
     assert f.msg is not None
     sub, tag, out = f.msg, f.tag, []
     for i, item in enumerate(v):
         try:
             if item is None:
                 raise JsonShapeError("is null, not allowed in an array")
-            body = _span(item) if sub is _SPAN else _message(item, sub, depth)
+            body = _span(item, c) if sub is _SPAN else _message(item, sub, depth, c)
         except JsonShapeError as e:
             e.path.append(i)
             raise
@@ -382,11 +439,29 @@ _DOUBLE_HEAD = b"\x12\x09\x21"  # .value: AnyValue{double_value}
 _TRUE, _FALSE = b"\x12\x02\x10\x01", b"\x12\x02\x10\x00"  # .value: AnyValue{bool_value}
 
 
-def _key_values(v: list[Any], tag: bytes, depth: int) -> bytes:
+def _key_values(v: list[Any], tag: bytes, depth: int, c: Cuts | None, limit_kind: int) -> bytes:
     """Attributes: KeyValues at ``depth``, each under ``tag``. The common shape (a short key and one scalar
-    value) is written here, straight into the output; anything else goes through ``_message``."""
+    value) is written here, straight into the output; anything else goes through ``_message``. With ``c``, a list
+    past its count (``limit_kind``) is cut first; the number dropped is left in ``c.pending`` for the caller."""
+    dropped = 0
+    if c is not None and limit_kind != _NO_LIMIT:
+        limit = c.limits.attribute_count if limit_kind == _ATTRIBUTES else c.limits.event_attribute_count
+        if len(v) > limit:
+            keys = (item.get("key") if type(item) is dict else None for item in v)
+            keep = kept_attributes(keys, limit, c.limits.keep)
+            dropped = len(v) - len(keep)
+            c.attributes += dropped
+            v = [v[i] for i in keep]
+    out = _key_values_of(v, tag, depth, c)
+    if dropped and c is not None:  # after the values: a map value among them leaves its own count first
+        c.pending = dropped
+    return out
+
+
+def _key_values_of(v: list[Any], tag: bytes, depth: int, c: Cuts | None) -> bytes:
+    """``_key_values`` for a list within its limits."""
     if depth >= MAX_DEPTH:  # the values would be too deep: the general path says so
-        return b"".join([_key_value(v, item, tag, depth) for item in v])
+        return b"".join([_key_value(v, item, tag, depth, c) for item in v])
     out: list[bytes] = []
     table = _VARINT14
     for item in v:
@@ -421,16 +496,16 @@ def _key_values(v: list[Any], tag: bytes, depth: int) -> bytes:
                         continue
         except (AttributeError, TypeError, IndexError, ValueError):  # also: too long for the tables; not an int
             pass
-        out.append(_key_value(v, item, tag, depth))
+        out.append(_key_value(v, item, tag, depth, c))
     return b"".join(out)
 
 
-def _key_value(v: list[Any], item: Any, tag: bytes, depth: int) -> bytes:
+def _key_value(v: list[Any], item: Any, tag: bytes, depth: int, c: Cuts | None) -> bytes:
     """One KeyValue ``item`` of list ``v``, the general way."""
     try:
         if item is None:
             raise JsonShapeError("is null, not allowed in an array")
-        body = _message(item, _KEY_VALUE, depth)
+        body = _message(item, _KEY_VALUE, depth, c)
     except JsonShapeError as e:
         e.path.append(next(i for i, x in enumerate(v) if x is item))
         raise

@@ -7,6 +7,7 @@ response are folded into one call (_fold).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +18,17 @@ from taskcost._internal.compact_json import compact_sorted
 from taskcost.normalize import _conventions as C
 from taskcost.normalize import _extract as X
 from taskcost.normalize import _names as N
-from taskcost.normalize._attrs import MAX_TOKENS, Attrs, attributes_dict, pricing_value, to_money
+from taskcost.normalize._attrs import MAX_TOKENS, Attrs, attributes_dict, limited, pricing_value, to_money
 from taskcost.normalize._fold import Candidate, fold_calls
+from taskcost.normalize._limits import (
+    ATTRIBUTE_BYTES,
+    EVENT_BYTES,
+    RESOURCE_COPIES,
+    SPAN_BYTES,
+    Cuts,
+    dropped_count,
+    kept_events,
+)
 from taskcost.normalize._records import (
     LLMCallRecord,
     NormalizedBatch,
@@ -37,6 +47,7 @@ _MAX_STATUS = 2  # StatusCode: UNSET, OK, ERROR
 _MAX_ATTEMPT = 1_000_000
 
 _ERROR = Status.STATUS_CODE_ERROR
+_MAX_MESSAGES = 5  # NormalizedBatch's
 
 
 # Context a call reads from one name each, usually set on the resource (the process), not on the span: read once per
@@ -97,9 +108,22 @@ class _Context:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Resource:
+    """What the spans of one resource share."""
+
+    attributes: dict[str, Any]
+    json: str
+    read: dict[str, Any]  # the attributes the normaliser may read (NormalizeRules.read_names): what Attrs merges
+    service: str | None
+    shared: _Context
+    cost: int  # estimated bytes each span of this resource costs before its own attributes and events
+
+
 @dataclass(slots=True)
 class _Parsed:
     span: Span
+    events: Sequence[Span.Event]  # the span's events, as kept within the limits
     trace_id: str
     span_id: str
     parent_id: str | None
@@ -123,34 +147,78 @@ class _Parsed:
         return (self.trace_id, self.span_id)
 
 
-def normalize_request(req: ExportTraceServiceRequest, rules: NormalizeRules = DEFAULT_RULES) -> NormalizedBatch:
+def normalize_request(
+    req: ExportTraceServiceRequest, rules: NormalizeRules = DEFAULT_RULES, cuts: Cuts | None = None
+) -> NormalizedBatch:
+    """The request's records, within ``rules.limits``: ``cuts`` counts what they cut and the request's estimated
+    decoded size (raises DecodedTooLarge past ``max_decoded_bytes``); the JSON decoder may have filled it already."""
     out = NormalizedBatch()
+    cuts = Cuts(rules.limits) if cuts is None else cuts
+    limit = rules.limits.attribute_count
     parsed: list[_Parsed] = []
     for rs in req.resource_spans:
-        resource = attributes_dict(rs.resource.attributes)
-        resource_json = compact_sorted(resource)
-        service = resource.get(N.SERVICE_NAME)
-        service = None if service is None else str(service)
-        shared = _Context.read(Attrs({}, resource, out.warn, out.ignore))
+        kvs = rs.resource.attributes
+        if len(kvs) > limit:
+            kvs = limited(kvs, limit, cuts)
+        attrs = attributes_dict(kvs, cuts)
+        service = attrs.get(N.SERVICE_NAME)
+        read = {k: attrs[k] for k in attrs.keys() & rules.read_names}
+        resource_json = compact_sorted(attrs)
+        res = _Resource(
+            attrs,
+            resource_json,
+            read,
+            None if service is None else str(service),
+            _Context.read(Attrs({}, attrs, out.warn, out.ignore)),
+            SPAN_BYTES + ATTRIBUTE_BYTES * len(read) + RESOURCE_COPIES * len(resource_json),
+        )
         for ss in rs.scope_spans:
-            scope = (ss.scope.name, ss.scope.version)
+            scope = ss.scope
+            over = len(scope.attributes) - limit  # never read nor stored: only counted
+            if over > 0:
+                cuts.attributes += over
+            names = (scope.name, scope.version)
             for span in ss.spans:
-                p = _parse(out, rules, span, scope, resource, resource_json, service, shared)
+                p = _parse(out, rules, cuts, span, names, res)
                 if p is not None:
                     parsed.append(p)
     _build(out, rules, parsed)
+    out.dropped_attributes, out.dropped_events, out.truncated_values = cuts.attributes, cuts.events, cuts.values
+    if cuts.attributes or cuts.events or cuts.values:  # one message, first: the same whichever decoder cut
+        out.messages.insert(0, _cut_message(cuts))
+        del out.messages[_MAX_MESSAGES:]
     return out
+
+
+def _cut_message(cuts: Cuts) -> str:
+    what = [f"{n} {name}" for n, name in ((cuts.attributes, "attributes"), (cuts.events, "span events")) if n]
+    said = f"{' and '.join(what)} dropped over the collector's count limits" if what else ""
+    if cuts.values:
+        said += f"{'; ' if said else ''}{cuts.values} attribute values truncated"
+    return f"{said} (their spans are stored, with the names the collector reads)"
+
+
+def _event(e: Span.Event, cuts: Cuts) -> dict[str, Any]:
+    """One event as stored: name, time and attributes (within the limits), and its dropped count when there is one."""
+    kvs = e.attributes
+    dropped = e.dropped_attributes_count
+    limit = cuts.limits.event_attribute_count
+    if len(kvs) > limit:
+        kvs = limited(kvs, limit, cuts)
+        dropped = dropped_count(dropped, cuts.pending)
+    event = {"name": e.name, "time_ns": e.time_unix_nano, "attributes": attributes_dict(kvs, cuts)}
+    if dropped:
+        event["dropped_attributes_count"] = dropped
+    return event
 
 
 def _parse(
     out: NormalizedBatch,
     rules: NormalizeRules,
+    cuts: Cuts,
     span: Span,
     scope: tuple[str, str],
-    resource: dict[str, Any],
-    resource_json: str,
-    service: str | None,
-    shared: _Context,
+    res: _Resource,
 ) -> _Parsed | None:
     """The span's record (into ``out``) and what building its call, tool call or task needs; None (and a rejection)
     for a span no record can be made of. Each field of the message is read once (each read costs a lookup)."""
@@ -168,16 +236,30 @@ def _parse(
     if end_ns < start_ns:  # a clock that went backwards: kept, as a span of no duration
         out.warn(f"span {span.name[:100]!r}: end before start by {start_ns - end_ns} ns; end set to start")
         end_ns = start_ns
-    span_attrs = attributes_dict(span.attributes)
+    kvs = span.attributes
+    dropped_attributes = span.dropped_attributes_count
+    if len(kvs) > cuts.max_attributes:
+        kvs = limited(kvs, cuts.max_attributes, cuts)
+        dropped_attributes = dropped_count(dropped_attributes, cuts.pending)
+    span_attrs = attributes_dict(kvs, cuts)
     trace_id, span_id = raw_trace.hex(), raw_span.hex()
     parent_id = raw_parent.hex() or None
     events = None
-    span_events = span.events
+    span_events: Sequence[Span.Event] = span.events
+    dropped_events = span.dropped_events_count
+    cost = res.cost + ATTRIBUTE_BYTES * len(span_attrs)
     if span_events:
-        events = [
-            {"name": e.name, "time_ns": e.time_unix_nano, "attributes": attributes_dict(e.attributes)}
-            for e in span_events
-        ]
+        if len(span_events) > cuts.max_events:
+            keep = kept_events((e.name for e in span_events), cuts.max_events)
+            over = len(span_events) - len(keep)
+            cuts.events += over
+            dropped_events = dropped_count(dropped_events, over)
+            span_events = [span_events[i] for i in keep]
+        events = [_event(e, cuts) for e in span_events]
+        cost += EVENT_BYTES * len(events) + ATTRIBUTE_BYTES * sum(len(e["attributes"]) for e in events)
+    spent = cuts.spent = cuts.spent + cost
+    if spent > cuts.budget:
+        cuts.over()
     status = span.status
     status_code = status.code
     kind = span.kind
@@ -193,18 +275,21 @@ def _parse(
             end_ns=end_ns,
             status_code=int(status_code) if 0 <= status_code <= _MAX_STATUS else 0,
             status_message=status.message,
-            service_name=service,
+            service_name=res.service,
             scope_name=scope_name,
             scope_version=scope_version,
             attributes=compact_sorted(span_attrs),
-            resource_attributes=resource_json,
+            resource_attributes=res.json,
             events=compact_sorted(events) if events else "[]",
+            dropped_attributes_count=dropped_attributes,
+            dropped_events_count=dropped_events,
         )
     )
-    a = Attrs(span_attrs, resource, out.warn, out.ignore)
+    a = Attrs(span_attrs, res.attributes, out.warn, out.ignore, res.read)
     op = X.operation(a)
     return _Parsed(
         span=span,
+        events=span_events,
         trace_id=trace_id,
         span_id=span_id,
         parent_id=parent_id,
@@ -213,11 +298,11 @@ def _parse(
         failed=status_code == _ERROR,
         scope_name=scope_name,
         attrs=a,
-        service=service,
+        service=res.service,
         op=op,
         role=X.role(span_attrs, op),
         own_task_id=a.text(*rules.task_id_attributes) if rules.task_id_attributes else None,
-        shared=shared if _CONTEXT_NAMES.isdisjoint(span_attrs) else None,
+        shared=res.shared if _CONTEXT_NAMES.isdisjoint(span_attrs) else None,
     )
 
 
@@ -250,11 +335,11 @@ class _TaskIds:
 
 
 def _status(p: _Parsed) -> tuple[str, str | None]:
-    a, span = p.attrs, p.span
+    a = p.attrs
     status = "error" if p.failed else "ok"
     error_type = a.text(*C.ERROR_TYPE) if status == "error" or N.ERROR_TYPE in a.span else None
     if error_type is None and status == "error":
-        error_type = X.error_type_from_events(span)
+        error_type = X.error_type_from_events(p.events)
     if error_type is not None:
         status = "error"
     return status, error_type
@@ -406,7 +491,7 @@ def _llm_call(
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
         reasoning_tokens=usage.reasoning_tokens,
-        ttft_s=X.ttft(a, span),
+        ttft_s=X.ttft(a, span, p.events),
         status=status,
         error_type=error_type,
         server_address=X.server_address(a),

@@ -29,6 +29,9 @@ class SpanRecord:
     attributes: str  # JSON object
     resource_attributes: str  # JSON object
     events: str  # JSON array
+    # OTLP's counts: what the sender dropped plus what the intake limits dropped (taskcost/normalize/_limits.py)
+    dropped_attributes_count: int = 0
+    dropped_events_count: int = 0
 
 
 @dataclass(slots=True)
@@ -123,6 +126,10 @@ class NormalizedBatch:
     messages: list[str] = field(default_factory=list)
     # attribute values a typed read skipped (odd values: not a number, out of range; docs/conventions.md)
     ignored_values: int = 0
+    # what the intake limits cut (taskcost/normalize/_limits.py): attributes and span events dropped, values truncated
+    dropped_attributes: int = 0
+    dropped_events: int = 0
+    truncated_values: int = 0
 
     def reject(self, why: str) -> None:
         self.rejected_spans += 1

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from taskcost.normalize import _conventions as C
 from taskcost.normalize import _names as N
 from taskcost.normalize._conventions import DEFAULT_TASK_ID_ATTRIBUTES
+from taskcost.normalize._limits import IntakeLimits
 
 __all__ = ["DEFAULT_RULES", "NormalizeRules"]
 
@@ -27,6 +30,8 @@ class NormalizeRules:
     - ``fold_duplicates``: fold the spans of one provider response into one LLM call (see ``_fold``).
     - ``pricing_attributes``: the attributes an LLM call carries to pricing (``LLMCallRecord.pricing_attributes``),
       span over resource: the names the pricing settings map (``pricing_attributes``).
+    - ``limits``: what one span, list of attributes, value and request may hold (``_limits``); its ``keep`` is set
+      here to ``read_names``, the attribute names these rules read, which a list over its count keeps first.
     """
 
     task_id_attributes: tuple[str, ...] = DEFAULT_TASK_ID_ATTRIBUTES
@@ -35,6 +40,8 @@ class NormalizeRules:
     implicit_tasks: bool = True
     fold_duplicates: bool = True
     pricing_attributes: tuple[str, ...] = N.PRICING_ATTRIBUTES
+    limits: IntakeLimits = IntakeLimits()
+    read_names: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         keys = tuple(k.strip() for k in self.task_id_attributes if k and k.strip())
@@ -47,6 +54,13 @@ class NormalizeRules:
         if values and not self.outcome_attribute:
             raise ValueError("outcome_values is set but outcome_attribute is not")
         object.__setattr__(self, "outcome_values", MappingProxyType(values))
+        names = {v for k, v in vars(N).items() if k.isupper() and type(v) is str}  # taskcost's and OTel's names
+        names.update(C.READ_NAMES, N.PRICING_ATTRIBUTES, self.task_id_attributes, self.pricing_attributes)
+        names.update((C.EXCEPTION_TYPE, C.VLLM_RESOURCE_MARK))
+        if self.outcome_attribute:
+            names.add(self.outcome_attribute)
+        object.__setattr__(self, "read_names", frozenset(names))
+        object.__setattr__(self, "limits", dataclasses.replace(self.limits, keep=self.read_names))
 
     @classmethod
     def build(
@@ -58,6 +72,7 @@ class NormalizeRules:
         implicit_tasks: bool | None = None,
         fold_duplicates: bool | None = None,
         pricing_attributes: Iterable[str] | None = None,
+        limits: IntakeLimits | None = None,
     ) -> NormalizeRules:
         """Rules from optional settings; ``None`` means the default."""
         given: dict[str, Any] = {}
@@ -73,6 +88,8 @@ class NormalizeRules:
             given["fold_duplicates"] = fold_duplicates
         if pricing_attributes is not None:
             given["pricing_attributes"] = tuple(pricing_attributes)
+        if limits is not None:
+            given["limits"] = limits
         return cls(**given)
 
     def outcome_from(self, value: Any) -> str | None:

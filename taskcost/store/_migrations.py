@@ -528,6 +528,12 @@ DROP TABLE response_keys;
 CREATE TABLE response_keys (k UHUGEINT NOT NULL);
 """
 
+# OTLP's dropped counts of a span: what the sender dropped plus what the intake limits dropped (docs/security.md)
+_DROPPED_COUNTS = """
+ALTER TABLE spans ADD COLUMN IF NOT EXISTS dropped_attributes_count BIGINT DEFAULT 0;
+ALTER TABLE spans ADD COLUMN IF NOT EXISTS dropped_events_count BIGINT DEFAULT 0;
+"""
+
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_raw_spans", _RAW_SPANS),
@@ -543,6 +549,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0011_golden_in_the_task_rollup", task_golden_0011(_ROLLUPS)),
     Migration("0012_hourly_call_rollup", call_hours_0012()),
     Migration("0013_answered_model_of_a_task", answered_model_0013(_ROLLUPS)),
+    Migration("0014_span_dropped_counts", _DROPPED_COUNTS),
 )
 
 _LEDGER = """
