@@ -95,10 +95,14 @@ def filters_from_query(query: Mapping[str, Any] | None, *, now: datetime | None 
     if "golden" in fields:
         fields["golden"] = str(fields["golden"]).lower() in ("1", "true", "yes", "on")
     try:
-        return Filters.model_validate(fields)
+        filters = Filters.model_validate(fields)
+        filters.check()  # a time out of the store's range, or since not before until: said here, before any arithmetic
     except ValidationError as exc:
         bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise PageError(f"bad filter in the address: {bad}") from None
+    except UsageError as exc:
+        raise PageError(f"bad filter in the address: {exc}") from None
+    return filters
 
 
 def filter_bar(store: ReadStore, query: Mapping[str, str], dims: Sequence[tuple[str, str]] = FILTER_DIMENSIONS) -> Any:

@@ -167,3 +167,68 @@ def test_the_cli_asks_the_running_server_that_owns_the_file(db: Path, tmp_path: 
             assert doc == json.loads(json.dumps(_library(copy, name, PARAMS[name], None))), name
     finally:
         stop_server(server)
+
+
+# -- a time out of the store's range, or a reversed range: a usage error on every surface, never a 500 ------------
+OUT_OF_RANGE = [
+    ({"since": "9999-12-31T23:30:00"}, "since"),  # past the range: an hour's arithmetic on it would overflow
+    ({"until": "0001-01-01T00:00:00+01:00"}, "until"),  # its conversion to UTC overflows
+    ({"since": "1677-12-31T23:59:59"}, "since"),
+    ({"until": "2262-01-01T00:30:00+00:00"}, "until"),
+]
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+@pytest.mark.parametrize("times, field", OUT_OF_RANGE)
+def test_a_time_out_of_range_is_a_400_naming_the_range(
+    keyed: Any, name: str, times: dict[str, str], field: str
+) -> None:
+    client, secrets, _ = keyed
+    r = client.get(
+        f"/api/analytics/{name}",
+        params={**PARAMS[name], **times},
+        headers={"Authorization": f"Bearer {secrets['p1']}"},
+    )
+    assert r.status_code == 400, r.text
+    message = r.json()["message"]
+    assert message.startswith(f"{field} ") and "out of range" in message, message
+    assert "1678-01-01" in message and "2262-01-01" in message, message
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+def test_a_reversed_or_empty_time_range_is_a_400(keyed: Any, name: str) -> None:
+    client, secrets, _ = keyed
+    auth = {"Authorization": f"Bearer {secrets['p1']}"}
+    for since, until in (
+        ("2026-11-02T10:00:00", "2026-11-02T09:00:00"),
+        ("2026-11-02T09:00:00Z", "2026-11-02T10:00+01:00"),
+    ):
+        r = client.get(f"/api/analytics/{name}", params={**PARAMS[name], "since": since, "until": until}, headers=auth)
+        assert r.status_code == 400, r.text
+        assert "must be before until" in r.json()["message"]
+
+
+def test_the_ends_of_the_range_are_accepted(keyed: Any) -> None:
+    client, secrets, _ = keyed
+    auth = {"Authorization": f"Bearer {secrets['p1']}"}
+    ends = {"since": "1678-01-01T00:00:00", "until": "2262-01-01T01:00:00+01:00"}  # both ends, inclusive
+    whole = client.get("/api/analytics/cost", params={"by": "model"}, headers=auth).json()
+    r = client.get("/api/analytics/cost", params={"by": "model", **ends}, headers=auth)
+    assert r.status_code == 200, r.text
+    assert r.json()["summary"] == whole["summary"] and r.json()["tables"] == whole["tables"]
+    for name in sorted(PARAMS):  # every other question: an answer, or a usage error of its own (never a 500)
+        r = client.get(f"/api/analytics/{name}", params={**PARAMS[name], **ends}, headers=auth)
+        assert r.status_code in (200, 400), (name, r.text)
+
+
+def test_cli_a_time_out_of_range_or_a_reversed_range_exits_2_with_the_message(db: Path) -> None:
+    for args, text in (
+        (("cost", "--by", "kind", "--since", "9999-12-31T23:30:00"), "since 9999-12-31T23:30:00 is out of range"),
+        (("cache", "--until", "0001-01-01T00:00:00+01:00"), "until 0001-01-01T00:00:00+01:00 is out of range"),
+        (("changes", "--since", "2026-11-02T10:00", "--until", "2026-11-02T09:00"), "must be before until"),
+        (("per-token", "--since", "2026-11-02T10:00", "--until", "2026-11-02T10:00"), "must be before until"),
+    ):
+        proc = run_cli(args[0], "--db", str(db), *args[1:], check=False)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert text in " ".join(proc.stderr.split()), proc.stderr  # a message, not a traceback
+        assert "Traceback" not in proc.stderr

@@ -131,6 +131,28 @@ def test_overview_bad_filter_is_a_message_not_a_traceback(dash_client: TestClien
     assert "tc-error" in json.dumps(out) and "bad filter" in json.dumps(out)
 
 
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ({"since": "0001-01-01T00:00:00+01:00"}, "since 0001-01-01T00:00:00+01:00 is out of range"),
+        ({"until": "9999-12-31T23:30:00"}, "until 9999-12-31T23:30:00 is out of range"),
+        ({"since": "2026-11-02T10:00:00", "until": "2026-11-02T09:00:00"}, "must be before until"),
+    ],
+)
+def test_a_time_out_of_range_or_reversed_in_the_address_is_a_message(
+    dash_client: TestClient, query: dict[str, str], message: str
+) -> None:
+    out = _update(dash_client, HEADLINE, [("overview-query", "data", query)])
+    text = json.dumps(out["overview-message"])
+    assert "tc-error" in text and message in text, text
+    if "out of range" in message:
+        assert "1678-01-01" in text and "2262-01-01" in text
+    cost = [("cost-headline", "children"), ("cost-waste", "children"), ("cost-groups", "children"),
+            ("cost-time", "children")]  # fmt: skip
+    out = _update(dash_client, cost, [("cost-query", "data", query)])
+    assert "tc-error" in json.dumps(out["cost-headline"]) and message in json.dumps(out["cost-headline"])
+
+
 def test_tasks_list_and_drilldown(dash_client: TestClient) -> None:
     out = _update(dash_client, [("tasks-body", "children")], [("tasks-query", "data", {"sort": "-cost"})])
     text = _text(out["tasks-body"]["children"])

@@ -27,7 +27,15 @@ if TYPE_CHECKING:
     from taskcost.analytics._coverage import Coverage, MissingPrice, MissingPrices, cost_coverage, missing_prices
     from taskcost.analytics._dimensions import dimension_values
     from taskcost.analytics._facts import DataExtent, DemoMarks, check_dimension, data_extent, demo_marks
-    from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, MIXED, TASK_DIMENSIONS, Filters
+    from taskcost.analytics._filters import (
+        CALL_DIMENSIONS,
+        DIMENSIONS,
+        MIXED,
+        TASK_DIMENSIONS,
+        TIME_MAX,
+        TIME_MIN,
+        Filters,
+    )
     from taskcost.analytics._question import NoOptions, Options, Question, UsageError
     from taskcost.analytics._registry import QUESTIONS
     from taskcost.analytics._task_detail import TASK_SORTS, TaskDetail, TaskList, explain_call, task_detail, task_list
@@ -44,6 +52,8 @@ __all__ = [
     "MIXED",
     "QUESTIONS",
     "TASK_DIMENSIONS",
+    "TIME_MAX",
+    "TIME_MIN",
     "Answer",
     "CallCost",
     "CostAnswer",

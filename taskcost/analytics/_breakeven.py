@@ -37,7 +37,9 @@ from taskcost.analytics._breakeven_model import (
     sensitivity_frame,
     verdict,
 )
-from taskcost.analytics._filters import Filters, Sql, call_scope, hours_scope, naive_utc
+from taskcost.analytics._breakeven_sql import _BUSY, _DETAIL, _GPU_TYPES_SHOWN, _top_models, _traffic_sql
+from taskcost.analytics._filters import Filters, Sql, call_scope, naive_utc
+from taskcost.analytics._groups import Top, fold_note, max_groups_option
 from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.analytics._rates import UNITS, ModelRates, completed_rates, listed_rates, model_rates
 from taskcost.store import ReadStore
@@ -87,6 +89,7 @@ class BreakevenOptions(Options):
     )
     api_provider: str | None = Field(None, description="The provider of --api-model (default: any that lists it).")
     hours_per_month: int = Field(730, ge=1, le=744, description="Hours in a month of rent and of API spend.")
+    max_groups: int = max_groups_option()
 
 
 @dataclass(frozen=True)
@@ -193,48 +196,6 @@ class BreakevenAnswer(Answer):
 
 
 # -- traffic -------------------------------------------------------------------------------------------------------
-_TRAFFIC = """
-SELECT provider, model,
-       CASE WHEN deployment = 'self_hosted' THEN 'self_hosted' ELSE 'api' END AS deployment,
-       hour,
-       sum(attempts)::BIGINT AS calls,
-       coalesce(sum(attempts) FILTER (WHERE priced), 0)::BIGINT AS priced_calls,
-       sum(cost_usd) AS cost_usd,
-       coalesce(sum(input_tokens), 0)::BIGINT AS input_tokens,
-       coalesce(sum(cache_read_tokens), 0)::BIGINT AS cache_read_tokens,
-       coalesce(sum(cache_write_tokens), 0)::BIGINT AS cache_write_tokens,
-       coalesce(sum(output_tokens), 0)::BIGINT AS output_tokens
-FROM scoped_hours
-GROUP BY 1, 2, 3, 4
-"""
-
-_BUSY = """,
-busiest AS (
-    SELECT date_trunc('hour', start_time) AS hour FROM scoped_calls GROUP BY 1
-    ORDER BY sum(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)) DESC, 1 DESC LIMIT {hours}
-),
-o AS (
-    SELECT coalesce(cluster_id, '') AS unit, start_time, end_time, duration_s, gpu_count, gpu_type,
-           coalesce(input_tokens, 0) + coalesce(output_tokens, 0) AS tokens,
-           max(end_time) OVER (PARTITION BY coalesce(cluster_id, '') ORDER BY start_time
-                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_end
-    FROM scoped_calls
-    WHERE end_time > start_time AND date_trunc('hour', start_time) IN (SELECT hour FROM busiest)
-)
-SELECT unit, count(*) AS calls, sum(tokens)::BIGINT AS tokens,
-       -- the union of the intervals: each call adds the part of it that runs past every call started before it
-       sum(CASE WHEN before_end IS NULL OR end_time > before_end
-                THEN date_diff('microsecond', CASE WHEN before_end > start_time THEN before_end ELSE start_time END,
-                               end_time)
-                ELSE 0 END)::BIGINT AS busy_us,
-       sum(duration_s) AS call_s, max(gpu_count) AS gpus, min(gpu_count) AS min_gpus, min(gpu_type) AS gpu_lo,
-       max(gpu_type) AS gpu_hi{detail}
-FROM o GROUP BY unit
-"""
-_DETAIL = """,
-       (SELECT arg_max(price_detail, start_time) FILTER (WHERE cost_usd IS NOT NULL) FROM scoped_calls) AS detail"""
-
-
 def _window(filters: Filters, hours: pl.Series) -> tuple[datetime, int]:
     """The window's first hour and its length in hours: the filters' since / until when given (idle hours at either
     end count), else the first and last hour with traffic."""
@@ -251,8 +212,13 @@ def _window(filters: Filters, hours: pl.Series) -> tuple[datetime, int]:
 def _rates(
     store: ReadStore, filters: Filters, options: BreakevenOptions, models: pl.DataFrame, at: datetime
 ) -> pl.DataFrame:
-    """(provider, model, deployment) -> the API rates its traffic is priced at ($/Mtok) and what they are."""
-    stored = model_rates(store, Filters.model_validate({"project": filters.project, "until": filters.until}))
+    """(provider, model, deployment, tail_priced) -> the API rates its traffic is priced at ($/Mtok) and what they
+    are. The ``other`` row of a fold (``tail_priced`` not null) was priced in SQL, each model at its own rates: here
+    only at ``--api-model`` (self-hosted traffic). The stored rates are read for the models kept (a bounded list)."""
+    kept = models.filter(pl.col("tail_priced").is_null())
+    names = {*kept["model"].to_list(), *([options.api_model] if options.api_model is not None else [])}
+    window = Filters.model_validate({"project": filters.project, "until": filters.until})
+    stored = model_rates(store, window, names)
     by_model: dict[str | None, list[ModelRates]] = {}
     for r in stored.values():
         by_model.setdefault(r.model, []).append(r)
@@ -269,8 +235,17 @@ def _rates(
         if target is None:
             raise UsageError(f"--api-model {options.api_model}: no stored call and no price data prices it")
     rows = []
-    for provider, model, deployment in models.select("provider", "model", "deployment").iter_rows():
+    for provider, model, deployment, tail in models.select(
+        "provider", "model", "deployment", "tail_priced"
+    ).iter_rows():
         rates: ModelRates | None
+        if tail is not None and not (deployment == "self_hosted" and target is not None):
+            rows.append(
+                {"provider": provider, "model": model, "deployment": deployment, "tail_priced": tail}
+                | dict.fromkeys(UNITS)
+                | {"priced_at": "each at its own model's rates" if tail else None}
+            )
+            continue
         if deployment == "self_hosted" and target is not None:
             rates, label = target, f"{target.provider or ''}/{target.model} (--api-model)".lstrip("/")
             guessed = target_guessed
@@ -289,26 +264,32 @@ def _rates(
         if guessed:
             label += "; cache tokens at the input rate"
         per_mtok = {u: None if rates is None or getattr(rates, u) is None else getattr(rates, u) * _M for u in UNITS}
-        rows.append({"provider": provider, "model": model, "deployment": deployment, **per_mtok, "priced_at": label})
+        rows.append(
+            {"provider": provider, "model": model, "deployment": deployment, "tail_priced": tail, **per_mtok}
+            | {"priced_at": label}
+        )
     schema: dict[str, Any] = {"provider": pl.String, "model": pl.String, "deployment": pl.String}
-    schema |= dict.fromkeys(UNITS, pl.Decimal(38, 12)) | {"priced_at": pl.String}
+    schema |= {"tail_priced": pl.Boolean} | dict.fromkeys(UNITS, pl.Decimal(38, 12)) | {"priced_at": pl.String}
     return pl.DataFrame(rows, schema=schema)
 
 
 def _traffic(
     store: ReadStore, filters: Filters, options: BreakevenOptions
-) -> tuple[pl.DataFrame, Profile | None, pl.DataFrame]:
-    """The hourly traffic: per model (the ``traffic`` table) and, over the models an API rate prices, the profile."""
-    hourly = frame(store, Sql("WITH ") + hours_scope(filters) + Sql(_TRAFFIC), filters)
-    keys = ["provider", "model", "deployment"]
+) -> tuple[pl.DataFrame, Profile | None, pl.DataFrame, Top]:
+    """The hourly traffic: per model (the ``traffic`` table; past max_groups, one ``other`` row per deployment and
+    whether it could be priced) and, over the models an API rate prices, the profile."""
+    top = _top_models(store, filters, options.max_groups)
+    hourly = frame(store, _traffic_sql(filters, top), filters)
+    keys = ["provider", "model", "deployment", "tail_priced"]
     if hourly.is_empty():
-        return hourly, None, pl.DataFrame()
+        return hourly, None, pl.DataFrame(), top
     models = hourly.group_by(keys).agg(
         pl.col("calls").sum(),
         pl.col("priced_calls").sum(),
         pl.col("cost_usd").sum(),
         *(pl.col(c).sum() for c in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")),
         pl.col("hour").n_unique().alias("active_hours"),
+        pl.col("tail_api_usd").sum(),
     )
     start, hours = _window(filters, hourly["hour"])
     if hours > _MAX_HOURS:
@@ -321,11 +302,19 @@ def _traffic(
         "cache_write": pl.col("cache_write_tokens"),
         "output": pl.col("output_tokens"),
     }
-    # a model is priced when every unit it used has a rate; then its hours' API charge in $ x 1e6 (exact)
-    priced = pl.all_horizontal([(tokens[u] == 0) | pl.col(u).is_not_null() for u in UNITS])
-    api_umtok = pl.sum_horizontal([tokens[u].cast(pl.Decimal(38, 12)) * pl.col(u).fill_null(0) for u in UNITS])
-    models = models.join(rates, on=keys, how="left", nulls_equal=True).with_columns(priced.alias("priced"))
-    hourly = hourly.join(models.select(*keys, *UNITS, "priced"), on=keys, how="left", nulls_equal=True)
+    # a model is priced when every unit it used has a rate; then its hours' API charge in $ x 1e6 (exact); the fold's
+    # ``other`` row was judged and priced in SQL (``tail_api_usd``), unless at --api-model's rates here
+    in_sql = pl.col("tail_priced").is_not_null() & pl.all_horizontal([pl.col(u).is_null() for u in UNITS])
+    own = pl.all_horizontal([(tokens[u] == 0) | pl.col(u).is_not_null() for u in UNITS])
+    priced = pl.when(in_sql).then(pl.col("tail_priced")).otherwise(own)
+    api_umtok = (
+        pl.when(in_sql)
+        .then(pl.col("tail_api_usd").cast(pl.Decimal(38, 18)) * _M)
+        .otherwise(pl.sum_horizontal([tokens[u].cast(pl.Decimal(38, 12)) * pl.col(u).fill_null(0) for u in UNITS]))
+    )
+    models = models.drop("tail_api_usd").join(rates, on=keys, how="left", nulls_equal=True)
+    models = models.with_columns(priced.alias("priced"), in_sql.alias("in_sql"))
+    hourly = hourly.join(models.select(*keys, *UNITS, "priced", "in_sql"), on=keys, how="left", nulls_equal=True)
     hourly = hourly.filter(pl.col("priced")).with_columns(
         api_umtok.alias("api_umtok"),
         (pl.col("input_tokens") + pl.col("output_tokens")).alias("tokens"),
@@ -336,7 +325,7 @@ def _traffic(
     model_api = hourly.group_by(keys).agg(pl.col("api_umtok").sum())
     models = models.join(model_api, on=keys, how="left", nulls_equal=True)
     table = models.sort("provider", "model", "deployment", nulls_last=True).select(
-        *keys,
+        *keys[:3],
         "calls",
         "input_tokens",
         "cache_read_tokens",
@@ -357,14 +346,14 @@ def _traffic(
     table = table.drop("api_umtok").with_columns(pl.Series("api_monthly_usd", monthly, dtype=pl.Decimal(38, 12)))
     table = table.select(*table.columns[:-3], "api_monthly_usd", "observed_cost_usd", "unpriced_calls")
     if per_hour.is_empty():
-        return table, None, models
+        return table, None, models, top
     v = np.zeros(window_hours, dtype=np.int64)
     api = [Decimal(0)] * window_hours
     idx = per_hour["h"].to_numpy()
     v[idx] = per_hour["tokens"].to_numpy()
     for i, usd in zip(idx.tolist(), per_hour["api_umtok"].to_list(), strict=True):
         api[i] = usd / _M
-    return table, Profile(v.tolist(), api), models
+    return table, Profile(v.tolist(), api), models, top
 
 
 # -- throughput and the GPU's price ----------------------------------------------------------------------------------
@@ -374,42 +363,42 @@ def _measure_filters(filters: Filters, options: BreakevenOptions) -> Filters:
     return filters.narrowed(deployment="self_hosted", provider=None, model=options.self_hosted_model or filters.model)
 
 
-def _measured(store: ReadStore, filters: Filters, options: BreakevenOptions) -> tuple[pl.DataFrame, str | None]:
-    """Per cluster: calls, tokens, busy time (the union of their in-flight intervals, as the clusters' bill is
-    allocated), summed call time, GPUs; and the latest billed call's price detail (the clusters file's rate)."""
+def _measured(store: ReadStore, filters: Filters, options: BreakevenOptions) -> tuple[dict[str, Any], str | None]:
+    """Over the clusters: calls, tokens, busy time (the union of each cluster's in-flight intervals, as the clusters'
+    bill is allocated), GPU-seconds busy, summed call time, GPU counts and types; and the latest billed call's price
+    detail (the clusters file's rate). One row."""
     scope = _measure_filters(filters, options)
     want = options.usd_per_gpu_hour is None and options.gpu is None
-    df = frame(
-        store,
-        Sql("WITH ") + call_scope(scope) + Sql(_BUSY.format(hours=_MEASURE_HOURS, detail=_DETAIL if want else "")),
-        scope,
-    )
-    if not want or df.is_empty():
-        return df, None
-    return df.drop("detail"), df["detail"][0]
+    busy = _BUSY.format(
+        hours=_MEASURE_HOURS, detail=_DETAIL if want else "", gpus=int(options.gpus_per_replica or 1),
+        types=_GPU_TYPES_SHOWN,
+    )  # fmt: skip
+    row = frame(store, Sql("WITH ") + call_scope(scope) + Sql(busy), scope).row(0, named=True)
+    return row, row.pop("detail", None) if want else None
 
 
-def _throughput(units: pl.DataFrame, options: BreakevenOptions) -> Throughput | None:
+def _throughput(units: dict[str, Any], options: BreakevenOptions) -> Throughput | None:
     """Tokens per busy GPU-second, x GPUs per replica. A GPU is busy while a call is in flight on its cluster (the
     union of the calls' intervals, not their sum: a batching engine serves many at once), so this is the throughput
     at the observed load: a lower bound of capacity when the replicas were not saturated."""
-    if units.is_empty() or int(units["busy_us"].sum() or 0) <= 0 or int(units["tokens"].sum() or 0) <= 0:
+    if not units.get("units") or int(units["busy_us"] or 0) <= 0 or int(units["tokens"] or 0) <= 0:
         return None
-    gpus = units["gpus"].fill_null(options.gpus_per_replica or 1)
-    gpu_s = float((units["busy_us"].cast(pl.Float64) / 1e6 * gpus).sum())
-    tokens = int(units["tokens"].sum())
-    busy_s = float(units["busy_us"].sum()) / 1e6
+    gpu_s = float(units["gpu_s"])
+    tokens = int(units["tokens"])
+    busy_s = float(units["busy_us"]) / 1e6
     per_gpu = Decimal(repr(tokens / gpu_s))
-    known = {int(x) for x in units["gpus"].drop_nulls().to_list()} | {int(x) for x in units["min_gpus"].drop_nulls()}
-    measured_gpus = known.pop() if len(known) == 1 else None
+    low, high = units["min_gpus"], units["max_gpus"]
+    measured_gpus = int(low) if low is not None and low == high else None
     replica_gpus = options.gpus_per_replica or measured_gpus or 1
-    types = sorted({t for t in (*units["gpu_lo"].to_list(), *units["gpu_hi"].to_list()) if t})
+    types = list(units["gpu_types"] or [])
+    if int(units["n_gpu_types"] or 0) > len(types):
+        types.append(f"{int(units['n_gpu_types']) - len(types):,} more")
     return Throughput(
         tokens_per_s=per_gpu * replica_gpus,
         source="measured",
-        calls=int(units["calls"].sum()),
+        calls=int(units["calls"]),
         busy_s=busy_s,
-        concurrency=float(units["call_s"].sum() or 0) / busy_s if busy_s else None,
+        concurrency=float(units["call_s"] or 0) / busy_s if busy_s else None,
         gpu_types=tuple(types),
         gpus_per_replica=measured_gpus,
     )
@@ -418,8 +407,8 @@ def _throughput(units: pl.DataFrame, options: BreakevenOptions) -> Throughput | 
 def breakeven(store: ReadStore, filters: Filters, options: BreakevenOptions) -> BreakevenAnswer:
     """Rent vs API for the selected traffic (docs/analytics.md, "Rent vs API")."""
     # --gpu-type names the GPU to rent (and the self-hosted calls that measure it), not the traffic: API calls have none
-    table, profile, models = _traffic(store, filters.narrowed(gpu_type=None), options)
-    notes: list[str] = []
+    table, profile, models, top = _traffic(store, filters.narrowed(gpu_type=None), options)
+    notes: list[str] = fold_note(top, "models (provider, model and deployment)", "--model")
     if filters.gpu_type is not None:
         notes.append(f"--gpu-type {filters.gpu_type}: the GPU to rent and to measure throughput on; traffic on any GPU")
     calls = int(table["calls"].sum()) if not table.is_empty() else 0
@@ -444,10 +433,11 @@ def breakeven(store: ReadStore, filters: Filters, options: BreakevenOptions) -> 
     deployments = set(models.filter(pl.col("priced"))["deployment"].to_list())
     direction = deployments.pop() if len(deployments) == 1 else "mixed"
 
-    units, detail = pl.DataFrame(), None
+    units: dict[str, Any] = {}
+    detail = None
     if options.tokens_per_s is None or (options.usd_per_gpu_hour is None and options.gpu is None):
         units, detail = _measured(store, filters, options)
-    measured = _throughput(units, options) if not units.is_empty() else None
+    measured = _throughput(units, options) if units else None
     if options.tokens_per_s is not None:
         throughput = Throughput(Decimal(repr(options.tokens_per_s)), "given")
         seen = "" if measured is None else f"; measured here: {float(measured.tokens_per_s):,.0f}"
@@ -486,7 +476,7 @@ def breakeven(store: ReadStore, filters: Filters, options: BreakevenOptions) -> 
     )
     observed = costs(profile, rental)
     found = breakevens(profile, rental)
-    notes += _notes(profile, rental, observed, found, models, measured, gpu_label, filters, options)
+    notes += _notes(profile, rental, observed, found, models, measured, gpu_label, filters, options, top.folded)
     return BreakevenAnswer(
         filters,
         direction,
@@ -518,6 +508,7 @@ def _notes(
     gpu_label: str,
     filters: Filters,
     options: BreakevenOptions,
+    folded: int,
 ) -> list[str]:
     notes = []
     if profile.hours < _LOW_WINDOW_H:
@@ -525,6 +516,7 @@ def _notes(
     priced = models.filter(pl.col("priced"))
     # a name with no tokens (attempts that got no response keep the name they asked for) is no traffic to serve
     served = priced.filter(pl.col("input_tokens") + pl.col("output_tokens") > 0).height
+    served += max(folded - 1, 0) if priced.filter(pl.col("tail_priced").is_not_null()).height else 0
     if served > 1:
         notes.append(
             f"{served} models in the traffic: renting assumes one replica type serves them all "

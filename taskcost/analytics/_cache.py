@@ -33,6 +33,7 @@ from pydantic import Field
 
 from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
+from taskcost.analytics._cache_sql import HASH_BUCKETS, _folds, _per_call_sql, _task_valued, _totals_sql
 from taskcost.analytics._cache_tables import (
     HIT_RATE_BANDS,
     INPUT_SIZE_BANDS,
@@ -42,17 +43,9 @@ from taskcost.analytics._cache_tables import (
     ttft_tables,
 )
 from taskcost.analytics._facts import Bucket, check_bucket, check_dimension
-from taskcost.analytics._filters import (
-    CALL_DIMENSIONS,
-    DIMENSIONS,
-    TASK_DIMENSIONS,
-    Filters,
-    Sql,
-    call_scope,
-    hours_scope,
-)
+from taskcost.analytics._filters import DIMENSIONS, Filters
+from taskcost.analytics._groups import OTHER, max_groups_option
 from taskcost.analytics._question import Options, Question
-from taskcost.analytics._rates import ModelRates, model_rates
 from taskcost.store import ReadStore
 
 __all__ = [
@@ -70,8 +63,6 @@ SAMPLE_CALLS = 50_000
 """Above this many selected calls, misses, the prefix report and the TTFT percentiles are measured on the calls of a
 sample of tasks of about this many calls (unless ``exact``): the answer stays well under a second at 10M calls, and
 under 0.2 s from the CLI at 1M (measured at 1M in one process: 0.11 s with 50,000, 0.14 s with 100,000)."""
-HASH_BUCKETS = 1_000_000
-"""A task is in the sample when ``hash(project, task_id) % HASH_BUCKETS`` is below the threshold."""
 
 _M = Decimal(1_000_000)
 
@@ -91,6 +82,7 @@ class CacheOptions(Options):
         description="Measure misses, TTFT by hit rate and the prefix report (a second pass over the calls); false: "
         "hit rates and savings only, with the missed figures left empty (null), not zero.",
     )
+    max_groups: int = max_groups_option()
 
 
 @dataclass(frozen=True)
@@ -167,151 +159,6 @@ _STABILITY_SHOWN = (
 """The prefix report's columns a terminal and the Cache page show (``top_break_calls`` is in CSV and JSON)."""
 
 
-# -- SQL ---------------------------------------------------------------------------------------------------------
-
-# a call's own hit-rate band (0..4) and input-size band (0..4), as integers: no float on a band's edge; none without
-# input tokens (no hit rate)
-_BANDS = """CASE WHEN coalesce(c.input_tokens, 0) <= 0 THEN NULL
-            WHEN coalesce(c.cache_read_tokens, 0) = 0 THEN 0
-            WHEN c.cache_read_tokens * 4 <= c.input_tokens THEN 1
-            WHEN c.cache_read_tokens * 2 <= c.input_tokens THEN 2
-            WHEN c.cache_read_tokens * 4 <= c.input_tokens * 3 THEN 3
-            ELSE 4 END AS hit_band,
-        CASE WHEN coalesce(c.input_tokens, 0) <= 0 THEN NULL
-            WHEN c.input_tokens < 1024 THEN 0 WHEN c.input_tokens < 4096 THEN 1 WHEN c.input_tokens < 16384 THEN 2
-            WHEN c.input_tokens < 65536 THEN 3 ELSE 4 END AS size_band"""
-_ROW = """call_grp, bucket, provider, model, self_hosted, input_tokens, cache_read_tokens, has_fingerprint,
-        prompt_chars, stable_prefix_chars, prefix_break_block, prefix_break_kind, ttft_s, hit_band, size_band"""
-
-# Every selected call's tokens, exact, at the grain of the groups, the time series and the models: from the calls
-# added up per hour (``hours_scope``: the hourly roll-up; per minute, the calls themselves).
-_TOTALS = """
-SELECT {grp} AS grp, {bucket} AS bucket, c.provider, c.model,
-    coalesce(c.deployment = 'self_hosted', FALSE) AS self_hosted,
-    CAST(sum(c.attempts) AS BIGINT) AS calls,
-    CAST(sum(c.input_tokens) AS BIGINT) AS input_tokens,
-    CAST(sum(c.cache_read_tokens) AS BIGINT) AS cache_read_tokens
-FROM scoped_hours AS c
-GROUP BY grp, bucket, c.provider, c.model, self_hosted
-"""
-
-# Each (sampled) call's repeated prefix: measured by the fingerprint, or (no fingerprint) estimated from the previous
-# call of its (provider, model) in the task (by start time; on a tie the smaller prompt first), which only the calls
-# without a fingerprint need a window for. The sampled calls are read once (the columns every call needs: a column
-# read for all calls costs at 10M, e.g. span_id a fifth of the query) and kept (a few hundred thousand rows at most);
-# their rows meet their task once (its kind, and a task dimension's value). One aggregate at the finest grain every
-# table needs (rolled up from it in polars), and the TTFT percentiles per hit-rate band, and per band and input size
-# (DuckDB ``quantile_cont(x, [..])``; ClickHouse ``quantilesExactInclusive``).
-_PER_CALL = f"""
-sampled AS (
-    SELECT c.project, c.task_id, c.start_time, {{call_grp}} AS call_grp, {{bucket}} AS bucket,
-        c.provider, c.model, coalesce(c.deployment = 'self_hosted', FALSE) AS self_hosted,
-        coalesce(c.input_tokens, 0) AS input_tokens, coalesce(c.cache_read_tokens, 0) AS cache_read_tokens,
-        c.prompt_chars IS NOT NULL AS has_fingerprint, c.prompt_chars, c.stable_prefix_chars,
-        c.prefix_break_block, c.prefix_break_kind, c.ttft_s, {_BANDS}
-    FROM scoped_calls AS c
-    WHERE {{sample}}
-),
-measured AS (
-    SELECT project, task_id, {_ROW}, 'fingerprint' AS estimate,
-        CASE WHEN prompt_chars > 0 THEN CAST(round(CAST(stable_prefix_chars AS DOUBLE) * input_tokens / prompt_chars)
-            AS BIGINT) ELSE 0 END AS repeated_tokens
-    FROM sampled WHERE stable_prefix_chars IS NOT NULL
-),
-estimated AS (
-    SELECT project, task_id, {_ROW}, CASE WHEN previous_input IS NOT NULL THEN 'size' END AS estimate,
-        CASE WHEN previous_input IS NOT NULL THEN least(previous_input, input_tokens) END AS repeated_tokens
-    FROM (
-        SELECT *, lag(input_tokens) OVER (
-            PARTITION BY project, task_id, provider, model ORDER BY start_time, input_tokens) AS previous_input
-        FROM sampled WHERE stable_prefix_chars IS NULL
-    ) AS w
-),
-calls AS (
-    SELECT c.*, {{grp}} AS grp, t.kind AS task_kind
-    FROM (SELECT * FROM measured UNION ALL SELECT * FROM estimated) AS c
-    LEFT JOIN tasks AS t ON t.project = c.project AND t.task_id = c.task_id AND {{task_sample}}
-)
-SELECT CASE WHEN GROUPING(hit_band) = 1 THEN 'calls' WHEN GROUPING(size_band) = 1 THEN 'hit' ELSE 'size' END AS part,
-    grp, bucket, task_kind, has_fingerprint, prefix_break_kind, prefix_break_block, provider, model, self_hosted,
-    hit_band, size_band,
-    CAST(count(*) AS BIGINT) AS calls,
-    CAST(count(ttft_s) AS BIGINT) AS ttft_calls,
-    CAST(sum(input_tokens) AS BIGINT) AS input_tokens,
-    CAST(sum(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
-    CAST(sum(CASE WHEN repeated_tokens > cache_read_tokens THEN repeated_tokens - cache_read_tokens ELSE 0 END)
-        AS BIGINT) AS missed_tokens,
-    CAST(sum(CASE WHEN estimate = 'fingerprint' THEN 1 ELSE 0 END) AS BIGINT) AS fingerprint_calls,
-    CAST(sum(CASE WHEN estimate = 'size' THEN 1 ELSE 0 END) AS BIGINT) AS size_estimate_calls,
-    CAST(sum(CASE WHEN stable_prefix_chars IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT) AS compared_calls,
-    CAST(sum(CASE WHEN prefix_break_block IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT) AS breaks,
-    sum(CASE WHEN estimate = 'fingerprint' AND prompt_chars > 0
-        THEN least(CAST(stable_prefix_chars AS DOUBLE) / prompt_chars, 1.0) END) AS stable_share_sum,
-    CAST(sum(CASE WHEN estimate = 'fingerprint' AND prompt_chars > 0 THEN 1 ELSE 0 END) AS BIGINT) AS share_calls,
-    CAST(sum(CASE WHEN estimate = 'fingerprint' AND prefix_break_block IS NOT NULL
-        THEN greatest(input_tokens - repeated_tokens, 0) ELSE 0 END) AS BIGINT) AS after_break_tokens,
-    quantile_cont(ttft_s, [0.5, 0.95]) AS ttft_quantiles
-FROM calls
-GROUP BY GROUPING SETS (
-    (grp, bucket, task_kind, has_fingerprint, prefix_break_kind, prefix_break_block, provider, model, self_hosted),
-    (hit_band),
-    (hit_band, size_band)
-)
-"""
-
-
-def _group_column(by: str | None) -> str:
-    """The SQL for a call's value of ``by``: a call dimension is the call's own (``c``), a task dimension its task's
-    (``t``)."""
-    if by is None:
-        return "CAST(NULL AS VARCHAR)"
-    if by in CALL_DIMENSIONS:
-        return f"c.{CALL_DIMENSIONS[by]}"
-    if by == "project":
-        return "c.project"
-    return f"t.{TASK_DIMENSIONS[by]}"
-
-
-def _bucket_column(bucket: str | None) -> str:
-    return "CAST(NULL AS TIMESTAMP)" if bucket is None else f"date_trunc('{bucket}', c.start_time)"
-
-
-def _sample(threshold: int | None, alias: str = "c") -> str:
-    """The SQL condition that keeps the sampled tasks' calls (DuckDB ``hash``; ClickHouse would say ``cityHash64``);
-    a threshold of 0 keeps none (the answer's shape, no scan)."""
-    if threshold == 0:
-        return "FALSE"
-    return "TRUE" if threshold is None else f"hash({alias}.project, {alias}.task_id) % {HASH_BUCKETS} < {threshold}"
-
-
-def _task_valued(by: str | None) -> bool:
-    """Whether ``by`` is a value of the call's task (read from ``tasks``), not of the call itself."""
-    return by in TASK_DIMENSIONS and by != "project"
-
-
-def _totals_sql(filters: Filters, by: str | None, bucket: str | None) -> Sql:
-    # no join with the tasks: a task's value is grouped on in the per-call query (at 10M calls, the join is a second)
-    grp = "CAST(NULL AS VARCHAR)" if _task_valued(by) else _group_column(by)
-    at = "CAST(NULL AS TIMESTAMP)" if bucket is None else f"date_trunc('{bucket}', c.hour)"
-    scope = hours_scope(filters, grain="minute") if bucket == "minute" else hours_scope(filters)
-    return Sql("WITH ") + scope + Sql(_TOTALS.format(grp=grp, bucket=at))
-
-
-def _per_call_sql(filters: Filters, by: str | None, bucket: str | None, threshold: int | None) -> Sql:
-    # a call's own value travels with it; a task's is read with its kind, after the join
-    task_value = _task_valued(by)
-    call_grp = "CAST(NULL AS VARCHAR)" if task_value else _group_column(by)
-    grp = _group_column(by) if task_value else "c.call_grp"
-    body = _PER_CALL.format(
-        grp=grp,
-        call_grp=call_grp,
-        bucket=_bucket_column(bucket),
-        sample=_sample(threshold),
-        task_sample=_sample(threshold, "t"),
-    )
-    return Sql("WITH ") + call_scope(filters) + Sql(",\n" + body)
-
-
 def _threshold(calls: int, exact: bool) -> int | None:
     """The hash threshold that samples about ``SAMPLE_CALLS`` calls' tasks, or None: measure every call."""
     if exact or calls <= SAMPLE_CALLS:
@@ -322,27 +169,14 @@ def _threshold(calls: int, exact: bool) -> int | None:
 # -- pricing -----------------------------------------------------------------------------------------------------
 
 
-def _rates_frame(rates: dict[tuple[str | None, str | None], ModelRates]) -> pl.DataFrame:
-    """(provider, model) -> USD per token of input and cache read, and the discount a read gets (None: unknown)."""
-    rows = [
-        {"provider": r.provider, "model": r.model, "input": r.input, "cache_read": r.cache_read} for r in rates.values()
-    ]
-    schema: dict[str, Any] = {
-        "provider": pl.String,
-        "model": pl.String,
-        "input": pl.Decimal(38, 18),
-        "cache_read": pl.Decimal(38, 18),
-    }
-    return pl.DataFrame(rows, schema=schema).with_columns(discount=pl.col("input") - pl.col("cache_read"))
-
-
-def _priced(df: pl.DataFrame, rates: pl.DataFrame, money: dict[str, str]) -> pl.DataFrame:
-    """Rows keyed by (..., provider, model, self_hosted) with token columns priced (``money``: money column -> its
-    tokens) at the cache discount, which is null for a self-hosted call (no per-token price) and for a model without
-    both rates; ``unpriced_calls`` and ``unpriced_<tokens>`` count what could not be priced. No tokens cost exactly $0
-    at any rate: a row without cache reads or misses (an attempt that got no response) has nothing unpriced."""
-    out = df.join(rates, on=["provider", "model"], how="left", nulls_equal=True)
-    out = out.with_columns(discount=pl.when(pl.col("self_hosted")).then(None).otherwise(pl.col("discount")))
+def _priced(df: pl.DataFrame, money: dict[str, str]) -> pl.DataFrame:
+    """Rows keyed by (..., self_hosted, input, cache_read): the rates of the row's model in USD per token, from the
+    SQL) with token columns priced (``money``: money column -> its tokens) at the cache discount (input rate -
+    cache-read rate), which is null for a self-hosted call (no per-token price) and for a model without both rates;
+    ``unpriced_calls`` and ``unpriced_<tokens>`` count what could not be priced. No tokens cost exactly $0 at any
+    rate: a row without cache reads or misses (an attempt that got no response) has nothing unpriced."""
+    discount = pl.col("input") - pl.col("cache_read")
+    out = df.with_columns(discount=pl.when(pl.col("self_hosted")).then(None).otherwise(discount))
     extra = []
     for m, tokens in money.items():
         usd = pl.col(tokens).cast(pl.Decimal(38, 0)) * pl.col("discount")
@@ -390,9 +224,7 @@ def _rollup(priced: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 # -- the question ------------------------------------------------------------------------------------------------
 
 
-def _notes(
-    by_model: pl.DataFrame, rates: dict[tuple[str | None, str | None], ModelRates], misses: bool = True
-) -> list[str]:
+def _notes(by_model: pl.DataFrame, misses: bool = True, folded: int = 0) -> list[str]:
     notes = []
     hosted = by_model.filter(pl.col("self_hosted"))
     missed = f" and {int(hosted['missed_tokens'].sum()):,} missed" if misses else ""
@@ -402,10 +234,17 @@ def _notes(
             f"{int(hosted['cache_read_tokens'].sum()):,} cache-read{missed} tokens are counted without dollars."
         )
     for row in by_model.filter(~pl.col("self_hosted") & (pl.col("unpriced_calls") > 0)).iter_rows(named=True):
-        known = rates.get((row["provider"], row["model"]))
+        if folded and row["provider"] is None and row["model"] == OTHER:
+            missed = f" and {row['unpriced_missed_tokens']:,} missed" if misses else ""
+            notes.append(
+                f"{OTHER} (the {folded:,} models past max_groups): {row['unpriced_cache_read_tokens']:,} cache-read"
+                f"{missed} tokens ({row['unpriced_calls']:,} calls) of those with no priced call, or none read from "
+                "the cache, in the window are unpriced."
+            )
+            continue
         why = (
             "no priced call of it in the window"
-            if known is None or known.input is None
+            if row["input_usd_per_mtok"] is None
             else "no priced call of it read from the cache in the window, so its cache-read rate is unknown"
         )
         missed = f" and {row['missed_tokens']:,} missed" if misses else ""
@@ -437,17 +276,18 @@ def _headline(total: dict[str, Any], misses: bool = True) -> str:
     return text
 
 
-_CELL = ["grp", "bucket", "provider", "model", "self_hosted"]
+_CELL = ["grp", "bucket", "provider", "model", "self_hosted", "input", "cache_read"]
+"""A cell of the tokens: a group, a time bucket and a model (with its rates)."""
 
 
-def _by_model(priced: pl.DataFrame, rates: pl.DataFrame) -> pl.DataFrame:
-    """One row per (provider, model, self_hosted), with the rates it was priced at (USD per million tokens)."""
+def _by_model(priced: pl.DataFrame) -> pl.DataFrame:
+    """One row per (provider, model, self_hosted), with the rates it was priced at (USD per million tokens; none for
+    the ``other`` row of a fold, whose models each had their own)."""
     out = _rollup(priced, ["provider", "model", "self_hosted"])
-    rate_cols = rates.select(
-        "provider",
-        "model",
-        (pl.col("input") * _M).cast(pl.Decimal(38, 12)).alias("input_usd_per_mtok"),
-        (pl.col("cache_read") * _M).cast(pl.Decimal(38, 12)).alias("cache_read_usd_per_mtok"),
+    one = pl.struct("input", "cache_read").n_unique() == 1
+    rate_cols = priced.group_by("provider", "model").agg(
+        pl.when(one).then(pl.col("input").first() * _M).cast(pl.Decimal(38, 12)).alias("input_usd_per_mtok"),
+        pl.when(one).then(pl.col("cache_read").first() * _M).cast(pl.Decimal(38, 12)).alias("cache_read_usd_per_mtok"),
     )
     out = out.join(rate_cols, on=["provider", "model"], how="left", nulls_equal=True).with_columns(
         pl.when(pl.col("self_hosted")).then(None).otherwise(pl.col(c)).alias(c)
@@ -463,22 +303,25 @@ def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -
     by, bucket = options.by, options.bucket
     check_dimension(by)
     check_bucket(store, filters, bucket)
-    # a model's rates do not depend on which of its calls are looked at: learn them from the project's calls in the
-    # window (a narrow filter, e.g. one task kind that never hit the cache, would otherwise lose the cache-read rate
-    # its misses are priced at)
-    window = Filters.model_validate({"project": filters.project, "since": filters.since, "until": filters.until})
-    rates_by_model = model_rates(store, window)
-    rates = _rates_frame(rates_by_model)
+    # the values of every grouping past max_groups are folded in SQL: a model's rates (``rates_cte``) do not depend on
+    # which of its calls are looked at, and are learned from the project's calls in the window
+    folds = _folds(store, filters, by, options.max_groups, options.misses)
 
-    totals_frame = frame(store, _totals_sql(filters, by, bucket), filters)
+    totals_frame = frame(store, _totals_sql(filters, by, bucket, folds), filters)
     calls = int(totals_frame["calls"].sum())
     threshold = _threshold(calls, options.exact) if options.misses else 0
-    answer = frame(store, _per_call_sql(filters, by, bucket, threshold), filters)
-    per_call = answer.filter(pl.col("part") == "calls").drop("hit_band", "size_band", "ttft_quantiles")
+    answer = frame(store, _per_call_sql(filters, by, bucket, threshold, folds), filters)
+
+    def part(name: str) -> pl.DataFrame:
+        return answer.filter(pl.col("part") == name).drop(
+            "part", "ttft_calls", "hit_band", "size_band", "ttft_quantiles"
+        )
+
+    per_call = part("cells")
     measured = int(per_call["calls"].sum())
     scale = calls / measured if threshold and measured else 1.0
-    per_call = _scaled(per_call.drop("part", "ttft_calls"), scale)
-    bands = _scaled(answer.filter(pl.col("part") != "calls"), scale)
+    per_call = _scaled(per_call, scale)
+    bands = _scaled(answer.filter(pl.col("part").is_in(["hit", "size"])), scale)
 
     # exact tokens per cell, with the (scaled) misses of the same cell; a task's value (kind, ...) is known to the
     # per-call query only: its groups are its cells (exact unless sampled)
@@ -490,16 +333,18 @@ def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -
     cells = totals_frame.join(misses, on=keys, how="left", nulls_equal=True).with_columns(
         pl.col(*measures).fill_null(0)
     )
-    priced = _priced(cells, rates, money)
-    grouped = _priced(task_cells, rates, money) if _task_valued(by) else priced
+    priced = _priced(cells, money)
+    grouped = _priced(task_cells, money) if _task_valued(by) else priced
     group_keys = ["grp"] if by is not None else []
     rename = {"grp": by} if by is not None else {}
     groups = _rollup(grouped, group_keys).rename(rename)
     over_time = _rollup(grouped, ["bucket", *group_keys]).rename(rename) if bucket is not None else pl.DataFrame()
-    by_model = _by_model(priced, rates)
+    by_model = _by_model(priced)
 
-    prefix = _priced(per_call, rates, {"missed_usd": "missed_tokens", "after_break_usd": "after_break_tokens"})
-    prefix_stability, prefix_breakers = prefix_tables(prefix)
+    prefix_money = {"missed_usd": "missed_tokens", "after_break_usd": "after_break_tokens"}
+    prefix_stability, prefix_breakers = prefix_tables(
+        _priced(_scaled(part("kinds"), scale), prefix_money), _priced(_scaled(part("breaks"), scale), prefix_money)
+    )
     ttft_by_hit_rate, ttft_by_input_size = ttft_tables(bands)
 
     total = _rollup(priced, []).row(0, named=True)
@@ -515,7 +360,10 @@ def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -
         "prefix_break_rate": breaks / compared if compared else None,
         "measured_calls": measured,
     }
-    notes = _notes(by_model, rates_by_model, options.misses)
+    notes = _notes(by_model, options.misses, folds.models.folded)
+    totals["folded_groups"] = folds.group.folded if folds.group is not None else 0
+    values = answer.filter(pl.col("part") == "break_values")["calls"]
+    notes += folds.notes(by, int(values[0]) if len(values) else 0)
     if not options.misses:
         return _without_misses(filters, by, bucket, totals, groups, over_time, by_model, notes)
     notes.append(

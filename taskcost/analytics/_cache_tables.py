@@ -37,12 +37,13 @@ _BREAKERS = [
 # -- prefix stability --------------------------------------------------------------------------------------------
 
 
-def prefix_tables(priced: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def prefix_tables(kinds: pl.DataFrame, breaks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per task kind: calls with a fingerprint, compared calls (those with a previous call to compare with), breaks,
     where they break most, the mean stable share; and the breakers (kind, block kind, block index) ranked by the
-    input tokens from the break on."""
-    fp = priced.filter(pl.col("has_fingerprint"))
-    breaks = fp.filter(pl.col("prefix_break_block").is_not_null())
+    input tokens from the break on. ``kinds``: the per-call query's priced rows by kind; ``breaks``: by kind and
+    break (block kind and index)."""
+    fp = kinds.filter(pl.col("has_fingerprint"))
+    breaks = breaks.filter(pl.col("has_fingerprint") & pl.col("prefix_break_block").is_not_null())
     keys = ["task_kind", "prefix_break_kind", "prefix_break_block"]
     breakers = (
         breaks.group_by(keys)

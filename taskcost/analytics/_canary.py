@@ -98,7 +98,9 @@ class CanaryOptions(Options):
     call_sample: int = Field(
         10_000, ge=1_000, le=100_000, description="Successful calls per arm sampled for the latency and TTFT quantiles."
     )
-    warmup_s: float = Field(0.0, ge=0, description="Leave out each arm's first seconds (from its first call).")
+    warmup_s: float = Field(
+        0.0, ge=0, le=31_536_000, description="Leave out each arm's first seconds (from its first call; up to a year)."
+    )
 
 
 @dataclass(frozen=True)

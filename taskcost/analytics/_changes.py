@@ -21,7 +21,7 @@ ClickHouse's ``quantileExactInclusive(0.95)(x)`` (the same linear interpolation)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any, ClassVar
 
@@ -30,7 +30,9 @@ from pydantic import Field
 from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._changes_rank import FIELDS, change, rank, sentence, side_by_side
-from taskcost.analytics._filters import Filters, Sql, call_scope, task_scope, utc_text
+from taskcost.analytics._changes_scan import _join, _scan
+from taskcost.analytics._filters import TIME_MAX, TIME_MIN, Filters, Sql, call_scope, task_scope, utc, utc_text
+from taskcost.analytics._groups import MAX_GROUPS_LIMIT, OTHER, Top, max_groups_option
 from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.store import ReadStore
 
@@ -65,6 +67,7 @@ class ChangesOptions(Options):
         le=100,
         description="Compare and rank at most this many changed values (those whose share moved most).",
     )
+    max_groups: int = max_groups_option()
 
 
 @dataclass(frozen=True)
@@ -184,13 +187,6 @@ def _is_not(column: str, value: str | None) -> Sql:
     return Sql(f"{column} IS NOT NULL") if value is None else Sql(f"({column} IS NULL OR {column} <> ?)", [value])
 
 
-def _join(parts: list[Sql], sep: str = ", ") -> Sql:
-    out = Sql("")
-    for i, p in enumerate(parts):
-        out += Sql(sep) + p if i else p
-    return out
-
-
 def _between(w: Window) -> Sql:
     return Sql(
         "start_time >= CAST(? AS TIMESTAMP) AND start_time < CAST(? AS TIMESTAMP)",
@@ -229,38 +225,14 @@ def _calls_cte(filters: Filters, windows: Windows, task: str | None) -> Sql:
     return Sql("WITH ") + call_scope(_scope(filters, windows)) + Sql(",\nwin AS (") + body + Sql(")\n")
 
 
-def _scan(store: ReadStore, filters: Filters, cte: Sql) -> tuple[pl.DataFrame, dict[str, dict[str, int]]]:
-    """The calls grouped by window and combination of fingerprint values (calls, successful calls, first and last
-    seen). Returns the fingerprint as (w, field, value, calls, first_seen, last_seen, field_order), and per window
-    {calls, ok_calls}."""
-    cols = ", ".join(FIELDS)
-    sql = cte + Sql(
-        f"SELECT w, {cols}, count(*) AS calls, count(*) FILTER (WHERE status = 'ok') AS ok_calls, "
-        f"min(start_time) AS first_seen, max(start_time) AS last_seen FROM win GROUP BY w, {cols}"
-    )
-    combos = frame(store, sql, filters).with_columns(
-        pl.col("w").cast(pl.String),
-        pl.col("calls", "ok_calls").cast(pl.Int64),
-        pl.col("first_seen", "last_seen").cast(pl.Datetime("us")),
-    )
-    combos = combos.filter(pl.col("w") != "between")
-    totals = combos.group_by("w").agg(pl.col("calls", "ok_calls").sum())
-    windows = {r["w"]: r for r in totals.iter_rows(named=True)}
-    parts = [
-        combos.group_by("w", f)
-        .agg(pl.col("calls").sum(), pl.col("first_seen").min(), pl.col("last_seen").max())
-        .select(
-            "w",
-            pl.lit(f).alias("field"),
-            pl.col(f).cast(pl.String).alias("value"),
-            "calls",
-            "first_seen",
-            "last_seen",
-            pl.lit(i).alias("field_order"),
-        )  # fmt: skip
-        for i, f in enumerate(FIELDS)
-    ]
-    return pl.concat(parts), windows
+def _candidate(f: str, v: str | None, tops: dict[str, Top]) -> tuple[Sql, Sql]:
+    """The SQL conditions of a call with the value ``v`` of field ``f``, and of one without it; ``other`` is the
+    values the fold added up."""
+    top = tops.get(f)
+    if v == OTHER and top is not None and top.folded:
+        is_other = top.is_other(f)
+        return is_other, Sql("NOT (") + is_other + Sql(")")
+    return _is(f, v), _is_not(f, v)
 
 
 def _p95s(
@@ -268,7 +240,7 @@ def _p95s(
     filters: Filters,
     cte: Sql,
     counts: dict[str, dict[str, int]],
-    cands: list[tuple[str, str | None]] | None = None,
+    cands: list[tuple[Sql, Sql]] | None = None,
 ) -> dict[str, Any]:
     """Each window's p95 (``p95_<w>``) and, for each candidate (field, value), the current window's p95 of the
     calls with it and of those without (``p95_with_<k>``, ``p95_without_<k>``): successful calls, sampled as
@@ -283,9 +255,9 @@ def _p95s(
 
     q = f"quantile_cont(duration_s, {P95}) FILTER (WHERE "
     parts = [Sql(q) + within(w) + Sql(f") AS p95_{w}") for w in ("baseline", "current")]
-    for k, (f, v) in enumerate(cands or []):
-        parts.append(Sql(q) + within("current") + Sql(" AND ") + _is(f, v) + Sql(f") AS p95_with_{k}"))
-        parts.append(Sql(q) + within("current") + Sql(" AND ") + _is_not(f, v) + Sql(f") AS p95_without_{k}"))
+    for k, (with_, without) in enumerate(cands or []):
+        parts.append(Sql(q) + within("current") + Sql(" AND ") + with_ + Sql(f") AS p95_with_{k}"))
+        parts.append(Sql(q) + within("current") + Sql(" AND ") + without + Sql(f") AS p95_without_{k}"))
     return frame(store, cte + Sql("SELECT ") + _join(parts) + Sql(" FROM win"), filters).row(0, named=True)
 
 
@@ -293,7 +265,7 @@ def _tasks(
     store: ReadStore,
     filters: Filters,
     windows: Windows,
-    cands: list[tuple[str, str | None]] | None = None,
+    cands: list[tuple[Sql, Sql]] | None = None,
     task: str | None = None,
 ) -> list[dict[str, Any]]:
     """The tasks the filters select (by their start), by window and, for each candidate (field, value), whether the
@@ -307,8 +279,8 @@ def _tasks(
     if cands:
         cur = filters if windows is None else filters.narrowed(since=windows[1].since, until=windows[1].until)
         cases = []
-        for k, (f, v) in enumerate(cands):
-            has = Sql("CASE WHEN ") + _is(f, v) + Sql(" THEN 1 ELSE 0 END")
+        for k, (with_, _) in enumerate(cands):
+            has = Sql("CASE WHEN ") + with_ + Sql(" THEN 1 ELSE 0 END")
             cases.append(
                 Sql("CASE WHEN min(")
                 + has
@@ -360,8 +332,6 @@ def _figures(counts: dict[str, dict[str, int]], p95s: dict[str, Any], tasks: dic
 
 
 # -- modes -------------------------------------------------------------------------------------------------------
-def _utc(at: datetime) -> datetime:
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
 def _windows(filters: Filters, options: ChangesOptions) -> tuple[Window, Window] | None:
@@ -375,25 +345,45 @@ def _windows(filters: Filters, options: ChangesOptions) -> tuple[Window, Window]
         if asked:
             raise UsageError("comparing with a baseline window needs the current window: give --since and --until")
         return None
-    cur = Window(_utc(filters.since), _utc(filters.until))
+    cur = Window(utc(filters.since, "since"), utc(filters.until, "until"))
     if cur.since >= cur.until:
         raise UsageError("--since must be before --until")
     length = cur.until - cur.since
-    bs = None if options.baseline_since is None else _utc(options.baseline_since)
-    bu = None if options.baseline_until is None else _utc(options.baseline_until)
+    bs = None if options.baseline_since is None else utc(options.baseline_since, "baseline_since")
+    bu = None if options.baseline_until is None else utc(options.baseline_until, "baseline_until")
     if bs is None:
         bs = (cur.since if bu is None else bu) - length
     base = Window(bs, bu if bu is not None else bs + length)
     if base.since >= base.until:
         raise UsageError("--baseline-since must be before --baseline-until")
+    if base.since < TIME_MIN or base.until > TIME_MAX:
+        raise UsageError(
+            f"the baseline window ({base.since.isoformat(sep=' ')} .. {base.until.isoformat(sep=' ')}) would reach "
+            f"outside {TIME_MIN.date()} .. {TIME_MAX.date()} (UTC), "
+            "the range the store's timestamps cover: give --baseline-since and --baseline-until, or a shorter window"
+        )
     if base.since < cur.until and cur.since < base.until:
         raise UsageError(f"the baseline window ({base.text()}) overlaps the current one ({cur.text()})")
     return base, cur
 
 
-def _fingerprint(store: ReadStore, filters: Filters, task: str | None) -> Fingerprint:
+def _fold_notes(tops: dict[str, Top]) -> list[str]:
+    """Which fields had values past max_groups added up in their ``other`` row."""
+    folded = [(f, t) for f, t in tops.items() if t.folded]
+    if not folded:
+        return []
+    which = ", ".join(f"{f} {t.folded:,} of {t.groups:,}" for f, t in sorted(folded, key=lambda x: FIELDS.index(x[0])))
+    limit = folded[0][1].limit
+    return [
+        f"values with the fewest calls added up in one row per field, '{OTHER}' (compared and ranked as one value; a "
+        f"value named '{OTHER}' is counted in it): {which}; to see one of them, filter on it or raise max_groups "
+        f"(now {limit:,}, at most {MAX_GROUPS_LIMIT:,})"
+    ]
+
+
+def _fingerprint(store: ReadStore, filters: Filters, task: str | None, limit: int) -> Fingerprint:
     cte = _calls_cte(filters, None, task)
-    long, counts = _scan(store, filters, cte)
+    long, counts, tops = _scan(store, filters, cte, limit)
     rows = _tasks(store, filters, None, task=task)
     tasks = _sum(rows, "current")
     figures = _figures(counts, _p95s(store, filters, cte, counts), tasks, "current")
@@ -402,14 +392,16 @@ def _fingerprint(store: ReadStore, filters: Filters, task: str | None) -> Finger
         "field", "value", "calls", (pl.col("calls") / n).alias("share"), "first_seen", "last_seen"
     )
     if task is None:
-        return Fingerprint(filters, figures=figures, fingerprint=table, notes=_task_notes("", figures))
+        return Fingerprint(
+            filters, figures=figures, fingerprint=table, notes=_task_notes("", figures) + _fold_notes(tops)
+        )
     if tasks["tasks"] > 1:
         raise UsageError(f"task {task!r} is in {tasks['tasks']} projects: give --project")
     cols = ", ".join(("span_id", "call_id", "attempt", "start_time", "duration_s", "status", "cost_usd", *FIELDS))
     pick = Sql(f" SELECT {cols} FROM scoped_calls WHERE task_id = ? ORDER BY start_time, span_id", [task])
     pick += Sql(f" LIMIT {MAX_TASK_CALLS}")
     call_table = frame(store, Sql("WITH ") + call_scope(filters) + pick, filters)
-    notes = []
+    notes = _fold_notes(tops)
     if not figures.calls:
         notes.append(f"no call attempts of task {task!r} in this selection")
     elif figures.calls > MAX_TASK_CALLS:
@@ -459,7 +451,7 @@ def _change_schema() -> dict[str, Any]:
 
 def _compare(store: ReadStore, filters: Filters, options: ChangesOptions, base: Window, cur: Window) -> Comparison:
     cte = _calls_cte(filters, (base, cur), None)
-    long, counts = _scan(store, filters, cte)
+    long, counts, tops = _scan(store, filters, cte, options.max_groups)
     n_base, n_cur = (counts.get(w, {}).get("calls", 0) for w in ("baseline", "current"))
     table = side_by_side(long, n_base, n_cur, options.min_share_change)
     changed = (
@@ -468,7 +460,7 @@ def _compare(store: ReadStore, filters: Filters, options: ChangesOptions, base: 
         .sort(["size", "calls_current"], descending=True, maintain_order=True)
     )
     picked = changed.head(options.max_changes).to_dicts()
-    cands = [(r["field"], r["value"]) for r in picked if r["calls_current"] > 0]
+    cands = [_candidate(r["field"], r["value"], tops) for r in picked if r["calls_current"] > 0]
     tasks = _tasks(store, filters, (base, cur), cands)
     p95s = _p95s(store, filters, cte, counts, cands)
     bf = _figures(counts, p95s, _sum(tasks, "baseline"), "baseline")
@@ -512,7 +504,7 @@ def _compare(store: ReadStore, filters: Filters, options: ChangesOptions, base: 
         notes.append(f"{changed.height} values changed; the {options.max_changes} whose share moved most are ranked")
     if not bf.calls:
         notes.append("the baseline window has no call attempts: every value appeared")
-    notes += _task_notes("baseline: ", bf) + _task_notes("current: ", cf)
+    notes += _task_notes("baseline: ", bf) + _task_notes("current: ", cf) + _fold_notes(tops)
     return Comparison(
         filters, baseline=base, current=cur, baseline_figures=bf, current_figures=cf, fingerprint=table,
         changes=ranked, top_change=sentence(ranked, table), notes=notes,
@@ -524,7 +516,7 @@ def changes(store: ReadStore, filters: Filters, options: ChangesOptions) -> Fing
     ``--until`` given: against ``baseline_since``/``baseline_until``, by default the window just before)."""
     windows = _windows(filters, options)
     if windows is None:
-        return _fingerprint(store, filters, options.task)
+        return _fingerprint(store, filters, options.task, options.max_groups)
     return _compare(store, filters, options, *windows)
 
 

@@ -43,6 +43,7 @@ from taskcost.analytics._cost_intervals import (
 )
 from taskcost.analytics._facts import Bucket, check_bucket, check_dimension
 from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, Filters, Sql, any_of, task_scope, utc_text
+from taskcost.analytics._groups import OTHER, Top, fold_note, max_groups_option, top_values
 from taskcost.analytics._question import Options, Question
 from taskcost.analytics._rates import model_rates
 from taskcost.analytics._stats import Interval, micro_usd, wilson_ci
@@ -64,7 +65,8 @@ from taskcost.store import ReadStore
 __all__ = ["QUESTION", "Bucket", "CostAnswer", "CostOptions", "cost"]
 
 MAX_GROUPS = 200
-"""Rows of the groups table at most (the costliest; with ``bucket`` alone, the latest); the summary covers all."""
+"""Rows of the groups table at most (the costliest; with ``bucket`` alone, the latest); the summary covers all. With
+``by``, the values past ``max_groups`` are folded into one row in SQL first (``_groups``)."""
 
 # outcome as a small integer: it groups a million tasks several times faster than the text
 _OUTCOME = (
@@ -95,6 +97,7 @@ class CostOptions(Options):
         description=f"Measure retries and cache misses on every completed task. Without it, above {SAMPLE_ATTEMPTS:,} "
         "attempts they are measured on the tasks started in a few evenly spaced time slices, and scaled to the rest.",
     )
+    max_groups: int = max_groups_option()
 
 
 @dataclass(frozen=True)
@@ -135,13 +138,16 @@ class CostAnswer(Answer):
 
 
 # -- SQL: the selected tasks, aggregated in parts -------------------------------------------------------------------
-def _tasks(scope: Sql, group: str, bucket: str) -> Sql:
-    """``WITH`` the selected tasks (``t``): each one's group (``grp``), time bucket, outcome code and figures."""
+def _tasks(scope: Sql, group: Sql, bucket: str) -> Sql:
+    """``WITH`` the selected tasks (``t``): each one's group (``grp``: the value of ``by``, or ``other`` past
+    ``max_groups``), time bucket, outcome code and figures."""
     return (
         Sql("WITH ")
         + scope
+        + Sql(",\nt AS (SELECT ")
+        + group
         + Sql(
-            f",\nt AS (SELECT {group} AS grp, {bucket} AS bucket, {_OUTCOME} AS outcome, start_time, end_time, "
+            f" AS grp, {bucket} AS bucket, {_OUTCOME} AS outcome, start_time, end_time, "
             "cost_usd, tool_cost_usd, coalesce(tool_calls, 0) AS tool_calls, coalesce(attempts, 0) AS attempts, "
             f"coalesce(unpriced_calls, 0) AS unpriced_calls, {task_hash()} AS h FROM scoped_tasks)\n"
         )
@@ -304,14 +310,15 @@ _GROUP_MONEY = (
 
 
 # -- the question ------------------------------------------------------------------------------------------------
-def _shown(rows: pl.DataFrame, by: str | None, bucket: str | None) -> pl.DataFrame:
+def _shown(rows: pl.DataFrame, by: str | None, bucket: str | None, folded: bool) -> pl.DataFrame:
     """The groups to show, at most ``MAX_GROUPS``: the costliest (with ``bucket`` alone, the latest), in display
-    order (by spend; by group and time when bucketed)."""
+    order (by spend, the ``other`` row of a fold last; by group and time when bucketed)."""
     if by is None:
         return rows.sort("bucket", nulls_last=True).tail(MAX_GROUPS)
-    ranked = rows.sort(["spend", "grp", "bucket"], descending=[True, False, False], nulls_last=True)
+    rest = (pl.col("grp") == OTHER).fill_null(False) & pl.lit(folded)
+    ranked = rows.sort([rest, "spend", "grp", "bucket"], descending=[False, True, False, False], nulls_last=True)
     ranked = ranked.head(MAX_GROUPS)
-    return ranked if bucket is None else ranked.sort(["grp", "bucket"], nulls_last=True)
+    return ranked if bucket is None else ranked.sort([rest, "grp", "bucket"], nulls_last=True)
 
 
 def _waste_table(t: dict[str, Any]) -> pl.DataFrame:
@@ -438,7 +445,16 @@ def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer
     check_dimension(by)
     check_bucket(store, filters, bucket)
     scope = task_scope(filters, (by,) if by in CALL_DIMENSIONS else ())
-    group = "CAST(NULL AS VARCHAR)" if by is None else by
+    top: Top | None = None
+    group = Sql("CAST(NULL AS VARCHAR)")
+    if by is not None:
+        # the values with the most spend keep a row each, the rest are one row: ranked and folded in SQL
+        top = top_values(
+            store, filters, Sql("WITH ") + scope, "scoped_tasks", by,
+            "sum(cost_usd) FILTER (WHERE outcome IS NOT NULL) AS spend, count(*) AS n", "spend DESC NULLS LAST, n DESC",
+            options.max_groups,
+        )  # fmt: skip
+        group = top.expr(by)
     time = "CAST(NULL AS TIMESTAMP)" if bucket is None else f"date_trunc('{bucket}', start_time)"
     tasks = _tasks(scope, group, time)
     parts = frame(store, tasks + Sql(_PARTS), filters, max_rows=100_000_000)
@@ -462,10 +478,15 @@ def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer
     success = wilson_ci(int(t["completed"]), int(t["tasks"]), options.confidence)
     notes = waste_notes(t, slices, discounts)
     table = None
+    folded = top is not None and top.folded > 0
     if (by is not None or bucket is not None) and measured_groups:
-        table = _groups_table(measured_groups, moments(finished, KEYS), rows, by, bucket, options.confidence, ci, notes)
+        table = _groups_table(
+            measured_groups, moments(finished, KEYS), rows, by, bucket, options.confidence, ci, notes, folded
+        )
+    notes += fold_note(top, f"values of {by}", f"--{(by or '').replace('_', '-')}")
     figures = _summary(t, ci, success, options.confidence, slices)
     figures["groups"] = len(measured_groups) if table is not None else 0
+    figures["folded_groups"] = top.folded if top is not None else 0
     return CostAnswer(
         filters,
         cost_per_completed_task_usd=figures["cost_per_completed_task_usd"],
@@ -488,9 +509,10 @@ def _groups_table(
     confidence: float,
     whole: Interval,
     notes: list[str],
+    folded: bool,
 ) -> pl.DataFrame:
     everything = pl.DataFrame(measured, infer_schema_length=None)
-    shown = _shown(everything, by, bucket)
+    shown = _shown(everything, by, bucket, folded)
     keys = list(zip(shown["grp"].to_list(), shown["bucket"].to_list(), strict=True))
     intervals, skipped = group_intervals(m, keys, confidence, whole, rows)
     rows_out = [_row(r, by, bucket) | _ci_columns(i) for r, i in zip(shown.to_dicts(), intervals, strict=True)]

@@ -17,6 +17,7 @@ from taskcost.store import ReadStore
 
 __all__ = [
     "DEMO_SERVICE",
+    "MAX_BUCKETS",
     "MINUTE_BUCKETS_SPAN",
     "Bucket",
     "DataExtent",
@@ -33,6 +34,10 @@ Bucket = Literal["minute", "hour", "day", "week"]
 MINUTE_BUCKETS_SPAN = timedelta(days=7)
 """A time series per minute covers at most this long a selection (10,080 rows a group): more is an answer nobody can
 read, built slowly."""
+MAX_BUCKETS = 100_000
+"""A time series has at most this many buckets (hours: about 11 years; days: 273 years; weeks always fit in the
+store's range of times): a tenant's own span times could otherwise spread a selection over centuries of hours."""
+_STEP = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 
 DEMO_SERVICE = "taskcost-demo"
 """The ``service.name`` of every span ``taskcost demo`` sends (it also sends ``deployment.environment.name=demo``
@@ -72,9 +77,10 @@ def check_dimension(by: str | None) -> None:
 
 
 def check_bucket(store: ReadStore, filters: Filters, bucket: str | None) -> None:
-    """A usage error when ``bucket`` is ``minute`` and the selection spans more than ``MINUTE_BUCKETS_SPAN`` (from
-    ``since``, else the first selected task's start, to ``until``, else the last selected call's start)."""
-    if bucket != "minute":
+    """A usage error when ``bucket`` is ``minute`` and the selection spans more than ``MINUTE_BUCKETS_SPAN``, or it
+    spans more than ``MAX_BUCKETS`` hours or days (from ``since``, else the first selected task's start, to
+    ``until``, else the last selected call's start)."""
+    if bucket not in _STEP:
         return
     if filters.since is not None and filters.until is not None:
         first, last = naive_utc(filters.since), naive_utc(filters.until)
@@ -85,10 +91,16 @@ def check_bucket(store: ReadStore, filters: Filters, bucket: str | None) -> None
         first = naive_utc(filters.since) if filters.since is not None else extent.first_start
         ends = [extent.last_start, extent.last_call_start or extent.last_start]
         last = naive_utc(filters.until) if filters.until is not None else max(ends)
-    if last - first > MINUTE_BUCKETS_SPAN:
+    if bucket == "minute" and last - first > MINUTE_BUCKETS_SPAN:
         raise UsageError(
             f"bucket=minute: the selection spans {(last - first).days} days, more than "
             f"{MINUTE_BUCKETS_SPAN.days} days of minutes; narrow it with since/until, or choose hour, day or week"
+        )
+    buckets = (last - first) // _STEP[bucket]
+    if buckets > MAX_BUCKETS:
+        raise UsageError(
+            f"bucket={bucket}: the selection spans {buckets:,} {bucket}s, more than {MAX_BUCKETS:,}; narrow it with "
+            "since/until, or choose a longer bucket"
         )
 
 

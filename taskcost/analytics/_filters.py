@@ -29,17 +29,35 @@ __all__ = [
     "HOUR_COLUMNS",
     "MIXED",
     "TASK_DIMENSIONS",
+    "TIME_MAX",
+    "TIME_MIN",
     "Filters",
     "Sql",
+    "UsageError",
     "call_scope",
     "hours_scope",
     "naive_utc",
     "task_scope",
+    "utc",
     "utc_text",
 ]
 
 MIXED = "mixed"
 """The value of a call dimension for a task whose calls disagree on it."""
+
+TIME_MIN = datetime(1678, 1, 1, tzinfo=UTC)
+TIME_MAX = datetime(2262, 1, 1, tzinfo=UTC)
+"""The instants a filter (``since``, ``until``) or a time option may name, inclusive. The store keeps a span's times
+as OTLP's 64-bit nanoseconds since 1970, which reach from 1677-09-21 to 2262-04-11: no stored time is outside, and
+every date arithmetic of the questions (a window's hours, a baseline window before ``since``) stays representable
+inside it. A time outside is refused (``UsageError``: HTTP 400, CLI exit 2, a message on a dashboard page), never
+clamped."""
+
+
+class UsageError(ValueError):
+    """The question cannot be asked this way (an unknown dimension, a baseline equal to the candidate...): the CLI
+    exits 2, the HTTP API answers 400, both with this message."""
+
 
 TASK_DIMENSIONS: dict[str, str] = {
     "project": "project",
@@ -101,15 +119,43 @@ class Filters(BaseModel):
         """These filters with some fields set (e.g. one canary arm: ``narrowed(engine_version="0.6.0")``)."""
         return self.model_copy(update=values)
 
+    def check(self) -> None:
+        """A ``UsageError`` when ``since`` or ``until`` is outside ``TIME_MIN`` .. ``TIME_MAX``, or ``since`` is not
+        before ``until``: every question checks its filters first (``Question.run``)."""
+        since = None if self.since is None else utc(self.since, "since")
+        until = None if self.until is None else utc(self.until, "until")
+        if since is not None and until is not None and since >= until:
+            raise UsageError(
+                f"since ({since.isoformat(sep=' ')}) must be before until ({until.isoformat(sep=' ')}): "
+                "the time range is empty or reversed"
+            )
+
     def describe(self) -> str:
         """``model=gpt-4o, since=2026-12-01 00:00:00`` (or ``all data``): for headings."""
         parts = [f"{k}={v}" for k, v in self.model_dump(exclude_defaults=True).items()]
         return ", ".join(parts) if parts else "all data"
 
 
+def utc(at: datetime, name: str = "time") -> datetime:
+    """``at`` as an aware UTC time (a naive time is UTC already): the one conversion of a time a question is given. A
+    ``UsageError`` naming the range when ``at`` is outside ``TIME_MIN`` .. ``TIME_MAX`` (``name``: what it is, for the
+    message), also when the conversion itself would overflow (``0001-01-01T00:00:00+01:00``)."""
+    try:
+        aware = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    except OverflowError:  # an offset that moves the time out of the year 1..9999
+        aware = None
+    if aware is None or not TIME_MIN <= aware <= TIME_MAX:
+        raise UsageError(
+            f"{name} {at.isoformat()} is out of range: give a time from {TIME_MIN.date()} to {TIME_MAX.date()} (UTC), "
+            "the range the store's timestamps cover"
+        )
+    return aware
+
+
 def naive_utc(at: datetime) -> datetime:
-    """``at`` as the views hold times: a UTC wall time without a zone (an aware time is converted first)."""
-    return at if at.tzinfo is None else at.astimezone(UTC).replace(tzinfo=None)
+    """``at`` as the views hold times: a UTC wall time without a zone (an aware time is converted first; a time out of
+    range is a ``UsageError``, see ``utc``)."""
+    return utc(at).replace(tzinfo=None)
 
 
 def utc_text(at: datetime) -> str:

@@ -34,6 +34,7 @@ from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._cost_intervals import SPEND_MOMENTS, delta_intervals, moments
 from taskcost.analytics._filters import CALL_DIMENSIONS, MIXED, Filters, Sql, any_of, hours_scope, task_scope
+from taskcost.analytics._groups import OTHER, Top, fold_note, max_groups_option, top_values
 from taskcost.analytics._question import Options, Question
 from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, stats, wilson_ci
 from taskcost.analytics._waste import task_hash
@@ -54,6 +55,7 @@ class PerTokenOptions(Options):
     min_completed: int = Field(
         1, ge=1, description="Rank only groups with at least this many completed tasks (the others are listed)."
     )
+    max_groups: int = max_groups_option()
 
 
 @dataclass(frozen=True)
@@ -100,19 +102,18 @@ class PerTokenAnswer(Answer):
 
 
 # -- SQL ------------------------------------------------------------------------------------------------------------
+# ``{value}``: the group's value, after the fold of the values past max_groups (``_groups``)
 _CALLS = """
-SELECT {col} AS value,
        CASE WHEN priced THEN 0 ELSE 1 END AS unpriced,
        CAST(sum(attempts) AS BIGINT) AS attempts,
        sum(cost_usd) AS spend_usd,
        CAST(coalesce(sum(input_tokens), 0) AS BIGINT) AS input_tokens,
        CAST(coalesce(sum(output_tokens), 0) AS BIGINT) AS output_tokens
 FROM scoped_hours
-GROUP BY {col}, priced
+GROUP BY value, priced
 """
 
 _TASKS = f"""
-SELECT {{dim}} AS value,
        CASE WHEN outcome IS NULL THEN 0 ELSE 1 END AS finished,
        CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END AS y,
        count(*) AS n,
@@ -122,20 +123,37 @@ SELECT {{dim}} AS value,
        CAST(coalesce(sum(unpriced_calls), 0) AS BIGINT) AS unpriced_calls,
        {SPEND_MOMENTS}
 FROM scoped_tasks
-GROUP BY {{dim}}, finished, y
+GROUP BY value, finished, y
 """
 
-_FINISHED = """
-SELECT {dim} AS value, cost_usd, CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END AS completed
+_FINISHED = """ AS value, cost_usd, CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END AS completed, {hash} AS h
 FROM scoped_tasks
-WHERE outcome IS NOT NULL AND """
+WHERE outcome IS NOT NULL) AS f
+WHERE """
 
 
-def _call_groups(store: ReadStore, filters: Filters, by: str) -> pl.DataFrame:
+def _top(store: ReadStore, filters: Filters, by: str, limit: int) -> Top:
+    """The values of ``by`` that keep a row each: the most call spend first (then the most attempts), among the
+    selected calls' and tasks' values; ``mixed`` and the empty value always keep theirs (never ranked anyway)."""
+    col = CALL_DIMENSIONS[by]
+    ctes = Sql("WITH ") + hours_scope(filters) + Sql(", ") + task_scope(filters, dimensions=(by,)) + Sql(" ")
+    source = (
+        f"(SELECT {col} AS v, cost_usd AS usd, attempts FROM scoped_hours"
+        f" UNION ALL SELECT {by} AS v, NULL AS usd, 0 AS attempts FROM scoped_tasks) AS u"
+    )
+    measures = "sum(usd) AS spend, sum(attempts) AS n"
+    return top_values(
+        store, filters, ctes, source, "v", measures, "spend DESC NULLS LAST, n DESC", limit, keep=(MIXED,),
+        keep_null=True,
+    )  # fmt: skip
+
+
+def _call_groups(store: ReadStore, filters: Filters, by: str, top: Top) -> pl.DataFrame:
     """Per group: call attempts, priced ones, their spend and tokens, and the unpriced ones' tokens. The SQL groups by
     (value, priced or not), plain sums being cheaper than a conditional sum per column; the two rows of a group are
     put side by side here."""
-    sql = Sql("WITH ") + hours_scope(filters) + Sql(_CALLS.format(col=CALL_DIMENSIONS[by]))
+    value = top.expr(CALL_DIMENSIONS[by])
+    sql = Sql("WITH ") + hours_scope(filters) + Sql("\nSELECT ") + value + Sql(" AS value," + _CALLS)
     priced, unpriced = pl.col("unpriced") == 0, pl.col("unpriced") == 1
     return (
         frame(store, sql, filters)
@@ -152,9 +170,9 @@ def _call_groups(store: ReadStore, filters: Filters, by: str) -> pl.DataFrame:
     )
 
 
-def _task_parts(store: ReadStore, filters: Filters, by: str) -> pl.DataFrame:
-    sql = Sql("WITH ") + task_scope(filters, dimensions=(by,)) + Sql(_TASKS.format(dim=by))
-    return frame(store, sql, filters).with_columns(pl.col("n").cast(pl.Int64))
+def _task_parts(store: ReadStore, filters: Filters, by: str, top: Top) -> pl.DataFrame:
+    sql = Sql("WITH ") + task_scope(filters, dimensions=(by,)) + Sql("\nSELECT ") + top.expr(by) + Sql(" AS value,")
+    return frame(store, sql + Sql(_TASKS), filters).with_columns(pl.col("n").cast(pl.Int64))
 
 
 def _task_groups(parts: pl.DataFrame) -> pl.DataFrame:
@@ -181,7 +199,7 @@ def _task_groups(parts: pl.DataFrame) -> pl.DataFrame:
 
 
 def _intervals(
-    store: ReadStore, filters: Filters, by: str, parts: pl.DataFrame, confidence: float
+    store: ReadStore, filters: Filters, by: str, parts: pl.DataFrame, confidence: float, top: Top
 ) -> dict[Any, Interval]:
     """The interval of $/completed task of each group (``ratio_ci`` over its finished tasks: spend, completed): the
     delta method from the parts' moments above ``BOOTSTRAP_MAX_UNITS`` tasks, else a bootstrap of its tasks, read in
@@ -191,9 +209,10 @@ def _intervals(
     small = m.filter(pl.col("n") <= BOOTSTRAP_MAX_UNITS)["value"].to_list()
     if not small:
         return out
-    which = any_of(Sql(f"{by} IS NOT DISTINCT FROM ?", [value]) for value in small)
-    sql = Sql("WITH ") + task_scope(filters, dimensions=(by,)) + Sql(_FINISHED.format(dim=by)) + which
-    rows = frame(store, sql + Sql(f"\nORDER BY {task_hash()}"), filters)
+    which = any_of(Sql("value IS NOT DISTINCT FROM ?", [value]) for value in small)
+    sql = Sql("WITH ") + task_scope(filters, dimensions=(by,)) + Sql("\nSELECT * FROM (SELECT ") + top.expr(by)
+    sql += Sql(_FINISHED.format(hash=task_hash())) + which
+    rows = frame(store, sql + Sql("\nORDER BY h"), filters)
     with warnings.catch_warnings():
         # a resample without a completed task has no ratio (NaN), and then neither has the interval: reported as
         # "none" below, so scipy's warning about it is noise here
@@ -216,12 +235,14 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _unranked_because(row: dict[str, Any], by: str, min_completed: int) -> str | None:
+def _unranked_because(row: dict[str, Any], by: str, min_completed: int, folded: int) -> str | None:
     """Why a group is listed but not ranked (None: it is ranked both ways)."""
     if row["value"] is None:
         return f"no {by}"
     if row["value"] == MIXED:
         return f"tasks using several {by}s"
+    if folded and row["value"] == OTHER:
+        return f"{folded:,} {by}s added up (past max_groups)"
     tokens = sum(row[c] for c in ("priced_input_tokens", "priced_output_tokens", "unpriced_input_tokens",
                                   "unpriced_output_tokens"))  # fmt: skip
     if row["per_mtok_usd"] is None and not tokens:
@@ -242,7 +263,7 @@ def _unranked_because(row: dict[str, Any], by: str, min_completed: int) -> str |
 
 
 def _groups(
-    calls: pl.DataFrame, tasks: pl.DataFrame, intervals: dict[Any, Interval], options: PerTokenOptions
+    calls: pl.DataFrame, tasks: pl.DataFrame, intervals: dict[Any, Interval], options: PerTokenOptions, folded: int
 ) -> pl.DataFrame:
     """One row per group (calls and tasks joined on the value), with the ratios in Decimal. Python runs over the
     groups here (a few rows), never over calls or tasks."""
@@ -268,7 +289,7 @@ def _groups(
             "attempts_per_completed_task": r["task_attempts"] / r["completed_tasks"] if r["completed_tasks"] else None,
             "running_tasks": r["tasks"] - finished,
         }
-        row["unranked_because"] = _unranked_because(row, options.by, options.min_completed)
+        row["unranked_because"] = _unranked_because(row, options.by, options.min_completed, folded)
         out.append(row)
     schema: dict[str, Any] = {
         "value": pl.String,
@@ -434,13 +455,16 @@ _DETAIL = [
 def per_token(store: ReadStore, filters: Filters, options: PerTokenOptions) -> PerTokenAnswer:
     """Each ``options.by`` group's blended $/1M tokens and $/completed task, ranked both ways, with the flips named."""
     by = options.by
-    parts = _task_parts(store, filters, by)
-    intervals = _intervals(store, filters, by, parts, options.confidence)
-    groups = _groups(_call_groups(store, filters, by), _task_groups(parts), intervals, options)
+    top = _top(store, filters, by, options.max_groups)
+    parts = _task_parts(store, filters, by, top)
+    intervals = _intervals(store, filters, by, parts, options.confidence, top)
+    groups = _groups(_call_groups(store, filters, by, top), _task_groups(parts), intervals, options, top.folded)
+    other = (pl.col("value") == OTHER).fill_null(False) & pl.lit(top.folded > 0)
     groups = groups.sort(
-        [pl.col("per_token_rank").is_null(), "per_token_rank", "per_task_rank", pl.col("value") == MIXED, "value"],
+        [pl.col("per_token_rank").is_null(), "per_token_rank", "per_task_rank", other, pl.col("value") == MIXED,
+         "value"],
         nulls_last=True,
-    )
+    )  # fmt: skip
     headline, flips = _flips(groups, by)
     finished = groups["finished_tasks"].sum()
     totals = {
@@ -451,6 +475,7 @@ def per_token(store: ReadStore, filters: Filters, options: PerTokenOptions) -> P
         "running_tasks": int(groups["running_tasks"].sum()),
         "mixed_tasks": int(groups.filter(pl.col("value") == MIXED)["tasks"].sum()),
         "task_unpriced_attempts": int(groups["task_unpriced_attempts"].sum()),
+        "folded_groups": top.folded,
     }
     named = groups.rename({"value": by})
     return PerTokenAnswer(
@@ -461,7 +486,7 @@ def per_token(store: ReadStore, filters: Filters, options: PerTokenOptions) -> P
         headline=headline,
         flips=flips,
         totals=totals,
-        notes=_notes(groups, options),
+        notes=_notes(groups, options) + fold_note(top, f"{by}s", f"--{by}"),
     )
 
 

@@ -7,6 +7,7 @@ per question (``taskcost cost``) and the HTTP API one route (``GET /api/analytic
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -14,15 +15,10 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from taskcost.analytics._answer import Answer
-from taskcost.analytics._filters import Filters
+from taskcost.analytics._filters import Filters, UsageError
 from taskcost.store import ReadStore
 
 __all__ = ["NoOptions", "Options", "Question", "UsageError"]
-
-
-class UsageError(ValueError):
-    """The question cannot be asked this way (an unknown dimension, a baseline equal to the candidate...): the CLI
-    exits 2, the HTTP API answers 400, both with this message."""
 
 
 class Options(BaseModel):
@@ -46,3 +42,17 @@ class Question(Generic[O]):
     run: Callable[[ReadStore, Filters, O], Answer]
     options: type[O]
     exit_code: Callable[[dict[str, Any]], int] | None = None  # from the answer's JSON: 0 unless said otherwise
+
+    def __post_init__(self) -> None:
+        # every caller (the CLI, the HTTP API, the dashboards) asks through ``run``: the filters' time range is
+        # checked here once, so a time out of range or a reversed range is a usage error everywhere, never a 500
+        object.__setattr__(self, "run", _checked(self.run))
+
+
+def _checked(run: Callable[[ReadStore, Filters, O], Answer]) -> Callable[[ReadStore, Filters, O], Answer]:
+    @functools.wraps(run)
+    def checked(store: ReadStore, filters: Filters, options: O) -> Answer:
+        filters.check()
+        return run(store, filters, options)
+
+    return checked

@@ -10,6 +10,7 @@ have no per-token rates.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -23,7 +24,7 @@ from taskcost.store import ReadStore
 if TYPE_CHECKING:
     from taskcost.pricing import TokenUsage
 
-__all__ = ["UNITS", "ModelRates", "completed_rates", "listed_rates", "model_rates", "rates_frame"]
+__all__ = ["UNITS", "ModelRates", "completed_rates", "listed_rates", "model_rates", "rates_cte", "rates_frame"]
 
 UNITS = ("input", "cache_read", "cache_write", "output")
 _M = Decimal(1_000_000)
@@ -69,17 +70,24 @@ _COLUMNS = {
 }
 
 
-def model_rates(store: ReadStore, filters: Filters) -> dict[tuple[str | None, str | None], ModelRates]:
-    """(provider, model) -> its per-token rates, over the calls ``filters`` select (token-priced calls only).
+def model_rates(
+    store: ReadStore, filters: Filters, models: Collection[str | None] | None = None
+) -> dict[tuple[str | None, str | None], ModelRates]:
+    """(provider, model) -> its per-token rates, over the calls ``filters`` select (token-priced calls only); only of
+    the model names ``models`` when given (a question that prices a few models of many: ``rates_cte`` prices the
+    rest in SQL).
 
     Two reads, so that no large text column is scanned: the latest start time per model and unit (narrow columns),
     then the price detail of only the calls at those times (the time range lets the store skip the rest)."""
     latest = ", ".join(f"max(start_time) FILTER (WHERE {col} > 0) AS {unit}" for unit, col in _COLUMNS.items())
     sql = Sql("WITH ") + call_scope(filters)
-    sql += Sql(
-        f"\nSELECT provider, model, {latest}\nFROM scoped_calls\n"
-        "WHERE input_cost_usd IS NOT NULL\nGROUP BY provider, model"
-    )
+    sql += Sql(f"\nSELECT provider, model, {latest}\nFROM scoped_calls\nWHERE input_cost_usd IS NOT NULL")
+    if models is not None:
+        names = [m for m in models if m is not None]
+        some = [f"model IN ({', '.join('?' for _ in names)})"] if names else []
+        some += ["model IS NULL"] if None in models else []
+        sql += Sql(f" AND ({' OR '.join(some) or 'FALSE'})", names)
+    sql += Sql("\nGROUP BY provider, model")
     times = frame(store, sql, filters)
     wanted = {
         (row["provider"], row["model"], unit): row[unit]
@@ -113,6 +121,44 @@ def model_rates(store: ReadStore, filters: Filters) -> dict[tuple[str | None, st
         rates = {unit: _unit_rate(details.get((provider, model, unit)), unit) for unit in UNITS}
         out[(provider, model)] = ModelRates(provider, model, **rates)
     return out
+
+
+def _unit_rate_sql(detail: str, unit: str) -> str:
+    """SQL for ``_unit_rate``: the rate of ``unit`` in a price detail's ``lines``, USD per token (DECIMAL(38, 18): the
+    detail's USD per million tokens, exact to 12 places, times 1e-6); NULL when the detail has none."""
+    line = (
+        f"list_filter(CAST(json_extract({detail}, '$.lines') AS JSON[]), lambda x: json_extract_string(x, '$.unit') = "
+        f"'{unit}' AND json_extract_string(x, '$.usd_per_mtok') IS NOT NULL)[1]"
+    )
+    return (
+        f"TRY_CAST(json_extract_string({line}, '$.usd_per_mtok') AS DECIMAL(38, 12)) * CAST(0.000001 AS DECIMAL(7, 6))"
+    )
+
+
+def rates_cte(filters: Filters) -> Sql:
+    """``model_rates`` for SQL: CTEs (no ``WITH``) ending in ``model_rates`` (provider, model, input, cache_read,
+    cache_write, output: USD per token, DECIMAL(38, 18), NULL when unknown), one row per model priced per token among
+    the calls ``filters`` select, with the rates ``model_rates`` returns (the unit's rate in the price detail of the
+    model's latest priced call that used it; on a tie in time, the highest). For a question that prices tokens of
+    many models in the store: the rates never leave it, so the work does not grow with the models in Python."""
+    latest = ", ".join(f"max(start_time) FILTER (WHERE {col} > 0) AS t_{unit}" for unit, col in _COLUMNS.items())
+    rates = ", ".join(
+        f"max({_unit_rate_sql('c.price_detail', unit)}) FILTER (WHERE c.start_time = r.t_{unit}) AS {unit}"
+        for unit in UNITS
+    )
+    times = ", ".join(f"r.t_{unit}" for unit in UNITS)
+    return call_scope(filters, "rate_calls") + Sql(
+        f""",
+rate_times AS (
+    SELECT provider, model, {latest} FROM rate_calls WHERE input_cost_usd IS NOT NULL GROUP BY provider, model
+),
+model_rates AS (
+    SELECT r.provider, r.model, {rates}
+    FROM rate_times AS r JOIN rate_calls AS c ON c.provider IS NOT DISTINCT FROM r.provider
+        AND c.model IS NOT DISTINCT FROM r.model AND c.input_cost_usd IS NOT NULL AND c.start_time IN ({times})
+    GROUP BY r.provider, r.model
+)"""
+    )
 
 
 def rates_frame(rates: dict[tuple[str | None, str | None], ModelRates]) -> pl.DataFrame:

@@ -292,6 +292,15 @@ def priced_misses(df: pl.DataFrame, discounts: Discounts) -> pl.DataFrame:
     )
 
 
+_NAMED = 10
+"""Models a note names at most (the others are counted): a note stays a sentence whatever the models."""
+
+
+def _names(models: list[str]) -> str:
+    shown = ", ".join(models[:_NAMED])
+    return shown if len(models) <= _NAMED else f"{shown} and {len(models) - _NAMED:,} more"
+
+
 def waste_notes(t: dict[str, Any], slices: Slices | None, discounts: Discounts) -> list[str]:
     """The notes of a cost answer: coverage, tasks still running, how cache misses were measured and priced, and
     whether waste was sampled."""
@@ -311,7 +320,7 @@ def waste_notes(t: dict[str, Any], slices: Slices | None, discounts: Discounts) 
         f"{int(t['estimated_calls']):,} estimated as min(previous input, this input)"
     )
     if t["missed_unpriced_tokens"]:
-        why = [f"no cache-read rate known for {', '.join(discounts.unknown)}"] if discounts.unknown else []
+        why = [f"no cache-read rate known for {_names(discounts.unknown)}"] if discounts.unknown else []
         if t["missed_tokens_unpriced_calls"]:
             why.append(f"{int(t['missed_tokens_unpriced_calls']):,} of them in unpriced or self-hosted calls")
         notes.append(
@@ -320,7 +329,7 @@ def waste_notes(t: dict[str, Any], slices: Slices | None, discounts: Discounts) 
         )
     if discounts.listed:
         notes.append(
-            f"cache misses of {', '.join(discounts.listed)} are priced at the price data's list rates (input - cache "
+            f"cache misses of {_names(discounts.listed)} are priced at the price data's list rates (input - cache "
             "read): their stored costs show no cache-read rate (none of their priced calls read the cache)"
         )
     if slices is not None:

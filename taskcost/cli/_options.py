@@ -62,7 +62,15 @@ def parse_time(value: str | None, option: str) -> datetime | None:
         raise fail(
             f"{option}: {value!r} is not an ISO date or date-time (e.g. 2026-12-01 or 2026-12-01T10:00Z)"
         ) from None
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    from taskcost.analytics import TIME_MAX, TIME_MIN  # the range the store's timestamps cover
+
+    try:
+        utc = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    except OverflowError:  # an offset that moves the time out of the year 1..9999
+        utc = None
+    if utc is None or not TIME_MIN <= utc <= TIME_MAX:
+        raise fail(f"{option}: {value!r} is out of range: give a time from {TIME_MIN.date()} to {TIME_MAX.date()}")
+    return utc
 
 
 @contextmanager
