@@ -7,6 +7,7 @@ default. Every field here must be documented in ``docs/configuration.md`` (a tes
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -57,6 +58,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         64 * MiB, ge=1024, description="Largest accepted request body, after decompression (413 above)."
     )
+    api_max_body_bytes: int = Field(
+        1 * MiB,
+        ge=1024,
+        description="Largest request body of the API (not OTLP intake: max_body_bytes), read only after the "
+        "caller's key was checked (413 above).",
+    )
     sql_timeout_s: float = Field(10.0, gt=0, description="A user SQL query is interrupted after this.")
     sql_max_rows: int = Field(10_000, ge=1, description="Rows returned by one SQL query at most.")
     sql_max_result_bytes: int = Field(
@@ -87,6 +94,18 @@ class Settings(BaseSettings):
         le=1024,
         description="DuckDB's threads in the server (commits and queries); default: the cores left after the "
         "decode workers and the serving process, at least 2 on a machine with 2 cores or more (a query uses both).",
+    )
+    sql_memory_limit: str | None = Field(
+        None,
+        pattern=r"^\s*\d+(\.\d+)?\s*([KMGT]i?B)?\s*$",
+        description="User queries (SQL API, analytics, dashboards) are interrupted while the serving process's "
+        "resident memory is past this; default: DuckDB's memory limit + 1GiB.",
+    )
+    process_memory_limit: str | None = Field(
+        None,
+        pattern=r"^\s*(\d+(\.\d+)?\s*([KMGT]i?B)?|unlimited)\s*$",
+        description="The operating system's limit on the serving process's data memory (RLIMIT_DATA): an allocation "
+        "past it fails (a query gets an out-of-memory error); default: sql_memory_limit + 3GiB; 'unlimited': none.",
     )
     spool: bool = Field(
         True,
@@ -122,8 +141,36 @@ class Settings(BaseSettings):
     backpressure_wait_s: float = Field(
         4.0, ge=0, description="How long a request waits for a decoding slot or queue room before a 503."
     )
+    # OTLP intake limits (taskcost/normalize/_limits.py; the defaults are IntakeLimits'; docs/security.md, "Intake")
+    attribute_count_limit: int = Field(
+        1024,
+        ge=1,
+        description="Attributes of one span, resource or scope kept at most (those the collector reads first); "
+        "the rest are dropped and counted (the span's dropped_attributes_count).",
+    )
+    event_attribute_count_limit: int = Field(
+        128, ge=1, description="Attributes of one span event kept at most; the rest are dropped and counted."
+    )
+    span_event_count_limit: int = Field(
+        1024, ge=1, description="Events of one span kept at most; the rest are dropped and counted."
+    )
+    attribute_value_length_limit: int = Field(
+        1024 * 1024, ge=1, description="Characters of one string attribute value kept at most; longer ones are cut."
+    )
+    max_decoded_bytes: int = Field(
+        512 * MiB,
+        ge=MiB,
+        description="Memory one intake request may expand into once decoded (estimated before each step); "
+        "above it the request is refused (413).",
+    )
+    auth: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Whether requests need a key: auto (once any key was ever created, revoked ones included, or "
+        "when the server listens beyond loopback), on, or off (loopback only, loudly).",
+    )
     allow_unauthenticated: bool = Field(
-        False, description="Allow binding a non-loopback address while no API key exists (no auth)."
+        False,
+        description="With auth = auto, serve a non-loopback address without keys while no API key was ever created.",
     )
     admin_token: str | None = Field(
         None, min_length=16, description="Token for key management over HTTP (else one is generated per run)."
@@ -131,8 +178,8 @@ class Settings(BaseSettings):
     first_keys_project: str | None = Field(
         None,
         pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
-        description="When the server starts and no API key exists, create an ingest and a read key of this project "
-        "and print their secrets once (the container sets it).",
+        description="When the server starts and no API key was ever created, create an ingest and a read key of this "
+        "project and print their secrets once (the container sets it).",
     )
     task_id_attributes: list[str] = Field(
         default_factory=lambda: list(_default_rules().task_id_attributes),
@@ -172,6 +219,15 @@ class Settings(BaseSettings):
         60.0, ge=0, le=86400, description="How long after a cluster window ends the server allocates it."
     )
 
+    def listens_beyond_loopback(self) -> bool:
+        """Whether ``host`` is reachable from other machines (anything but a loopback address or ``localhost``)."""
+        if self.host == "localhost":
+            return False
+        try:
+            return not ipaddress.ip_address(self.host).is_loopback
+        except ValueError:  # a name: it may resolve to anything
+            return True
+
     def _cores_left(self) -> int:
         """The cores left after the decode workers and the serving process, at least 1."""
         return max(1, (os.cpu_count() or 1) - self.decode_workers - 1)
@@ -194,6 +250,27 @@ class Settings(BaseSettings):
             return self.memory_limit
         threads = self.duckdb_threads if self.duckdb_threads is not None else self._cores_left()
         return f"{MEMORY_PER_DUCKDB_THREAD_MB * threads}MB"
+
+    def server_sql_memory_limit(self) -> int:
+        """``sql_memory_limit`` in bytes, or by default DuckDB's memory limit in the server plus 1 GiB: the queries'
+        resident memory beyond what DuckDB can spill, on top of intake's (about 0.5 GB under load)."""
+        from taskcost._internal.limits import parse_size
+
+        if self.sql_memory_limit is not None:
+            return parse_size(self.sql_memory_limit)
+        return parse_size(self.server_memory_limit()) + parse_size("1GiB")
+
+    def server_process_memory_limit(self) -> int | None:
+        """``process_memory_limit`` in bytes (None: unlimited), or by default ``server_sql_memory_limit`` plus 3 GiB:
+        the limit counts reserved memory, about 2 GB of which the serving process reserves under load without using
+        it (thread stacks, allocator arenas; docs/security.md)."""
+        from taskcost._internal.limits import parse_size
+
+        if self.process_memory_limit is None:
+            return self.server_sql_memory_limit() + parse_size("3GiB")
+        if self.process_memory_limit.strip() == "unlimited":
+            return None
+        return parse_size(self.process_memory_limit)
 
     @model_validator(mode="after")
     def _rules_are_valid(self) -> Settings:

@@ -133,6 +133,35 @@ def test_refusals_say_what_was_refused(
     assert r.status_code == 400 and refused in r.json()["message"], r.text
 
 
+@pytest.mark.parametrize(
+    "sql", ["SELECT * FROM llm_calls USING SAMPLE 10 ROWS", "SELECT count(*) FROM tasks TABLESAMPLE 10%"]
+)
+def test_samples_are_answered(keyed: tuple[TestClient, DuckDBStore, dict[str, str]], sql: str) -> None:
+    """A sample's size is a typed value in the parse tree, not a node: the check walked into it (a 500)."""
+    client, _, keys = keyed
+    r = client.post("/api/sql", json={"sql": sql}, headers=_bearer(keys["read_alpha"]))
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize(
+    "keyword", ["current_catalog", "current_schema", "current_role", "current_user", "session_user", "user"]
+)
+def test_keyword_forms_of_denied_functions_are_refused_by_the_binder(
+    keyed: tuple[TestClient, DuckDBStore, dict[str, str]], keyword: str
+) -> None:
+    """These parse as column names, so the check cannot see them as calls: the cursor's shadowing macros refuse
+    them when DuckDB binds them; a column of that name is still a column."""
+    client, _, keys = keyed
+    r = client.post("/api/sql", json={"sql": f"SELECT {keyword}"}, headers=_bearer(keys["read_alpha"]))
+    assert r.status_code == 400 and f"function {keyword}() is not allowed here" in r.json()["message"], r.text
+    column = client.post(
+        "/api/sql",
+        json={"sql": f'SELECT "{keyword}" FROM (SELECT 7 AS "{keyword}")'},
+        headers=_bearer(keys["read_alpha"]),
+    )
+    assert column.status_code == 200 and column.json()["rows"] == [[7]], column.text
+
+
 def test_describe_of_a_view_is_available(keyed: tuple[TestClient, DuckDBStore, dict[str, str]]) -> None:
     client, _, keys = keyed
     r = client.post("/api/sql", json={"sql": "DESCRIBE tasks"}, headers=_bearer(keys["read_alpha"]))

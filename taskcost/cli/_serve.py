@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import ipaddress
 import logging
 import secrets
 import socket
@@ -17,6 +16,7 @@ import typer
 
 from taskcost.cli._common import app, err, fail, settings_or_exit
 from taskcost.cli._options import DbOption
+from taskcost.cli._serve_auth import auth_notes, auth_refusal, auth_summary
 from taskcost.store import StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -69,15 +69,6 @@ def _first_keys_message(keys: list[tuple[str, str, str]], project: str, url: str
     return "\n".join(lines)
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 @app.command()
 def serve(
     db: DbOption = None,
@@ -87,11 +78,21 @@ def serve(
     ] = None,
     host: Annotated[str | None, typer.Option(help="Bind address [env TASKCOST_HOST; default 127.0.0.1]")] = None,
     dashboards: Annotated[bool, typer.Option(help="Serve the dashboards under /dash/")] = True,
+    auth: Annotated[
+        str | None,
+        typer.Option(
+            "--auth",
+            help="Require API keys: auto (once any key was ever created, or beyond loopback), on, or off (loopback "
+            "only) [env TASKCOST_AUTH; default auto]",
+            show_default=False,
+        ),
+    ] = None,
     allow_unauthenticated: Annotated[
         bool | None,
         typer.Option(
             "--allow-unauthenticated",
-            help="Bind a non-loopback address although no API key exists [env TASKCOST_ALLOW_UNAUTHENTICATED]",
+            help="Bind a non-loopback address without keys while no API key was ever created "
+            "[env TASKCOST_ALLOW_UNAUTHENTICATED]",
             show_default=False,
         ),
     ] = None,
@@ -109,6 +110,7 @@ def serve(
     import uvicorn
 
     from taskcost._internal.arrow_memory import use_system_allocator
+    from taskcost._internal.limits import set_data_limit
     from taskcost.app import create_app
     from taskcost.cli._target import open_served, write_server_info
     from taskcost.collector import start_grpc_server
@@ -118,6 +120,7 @@ def serve(
         port=port,
         grpc_port=grpc_port,
         host=host,
+        auth=auth,
         allow_unauthenticated=allow_unauthenticated,
         first_keys_project=first_keys_project,
     )
@@ -127,19 +130,20 @@ def serve(
         store = open_served(settings, spool=settings.spool)
     except StoreUnavailableError as exc:
         raise fail(str(exc)) from None
-    first_project = None if store.auth_enabled else settings.first_keys_project  # its keys are made below
-    if (
-        not _is_loopback(settings.host)
-        and not store.auth_enabled
-        and first_project is None
-        and not settings.allow_unauthenticated
-    ):
+    ceiling = settings.server_process_memory_limit()
+    if ceiling is not None:  # the bound no query can get around (taskcost/_internal/limits.py)
+        try:
+            set_data_limit(ceiling)
+        except (ValueError, OSError) as exc:
+            store.close()
+            raise fail(f"cannot set process_memory_limit: {exc}") from None
+    store.replay_set_aside_in_background()  # acknowledged batches an earlier run could not commit: tried again
+    # the first keys: of a database that never had one (revoked keys count: they keep authentication on)
+    first_project = None if store.keys_ever_created else settings.first_keys_project  # its keys are made below
+    refusal = auth_refusal(settings, store.keys_ever_created, first_project is not None)
+    if refusal is not None:
         store.close()
-        raise fail(
-            f"refusing to serve {settings.host} without authentication: no API key exists. Create keys first "
-            f"(taskcost keys create PROJECT --kind ingest --db {settings.db}), have the first start create them "
-            "(--first-keys-project PROJECT, TASKCOST_FIRST_KEYS_PROJECT), or pass --allow-unauthenticated"
-        )
+        raise fail(refusal)
     # a port another process holds fails here, before anything starts, saying how to choose another one
     for what, bind_port, hint in (
         ("OTLP/HTTP", settings.port, _HTTP_PORT_HINT),
@@ -150,7 +154,7 @@ def serve(
             store.close()
             how = f"; {hint}" if taken.errno == errno.EADDRINUSE else ""
             raise fail(f"cannot serve {what} on {settings.host}:{bind_port}: {taken.strerror}{how}")
-    shown_host = settings.host if _is_loopback(settings.host) else "127.0.0.1"
+    shown_host = "127.0.0.1" if settings.listens_beyond_loopback() else settings.host
     url = f"http://{shown_host}:{settings.port}"
     if first_project is not None:
         # printed as soon as they exist: whatever happens next, the secrets are in the log once
@@ -189,7 +193,9 @@ def serve(
         decoders = application.state.decoders
         if decoders is not None:  # warm up beside the server: /healthz answers at once, intake waits for a worker
             threading.Thread(target=decoders.start, name="taskcost-decoders-start", daemon=True).start()
-        receiver = start_grpc_server(store, settings, intake=application.state.intake, decoders=decoders)
+        receiver = start_grpc_server(
+            store, settings, intake=application.state.intake, decoders=decoders, metrics=application.state.metrics
+        )
     except (ValueError, OSError) as exc:
         release()
         if isinstance(exc, OSError):
@@ -198,16 +204,15 @@ def serve(
     try:
         # Says the rule, not a state read once: a key created while the server runs (`taskcost keys create` asks
         # the running server) turns authentication on at once, and this line stays in the log.
-        auth = (
-            "API keys required"
-            if store.auth_enabled
-            else "no auth until the first API key is created: taskcost keys create PROJECT --kind ingest|read"
-        )
+        required = application.state.auth.required
+        for note in auth_notes(settings, store.keys_ever_created, store.has_active_keys, required):
+            err.print(note, highlight=False)
+        auth_said = auth_summary(settings, required)
         err.print(
             f"taskcost serving {settings.db} on {url}  (OTLP/HTTP {url}/v1/traces, SQL {url}/api/sql"
             + (f", dashboards {url}/dash/" if dashboards else "")
             + (f", OTLP/gRPC {shown_host}:{receiver.port}" if receiver is not None else "")
-            + f"; {auth})",
+            + f"; {auth_said})",
             highlight=False,
         )
         uvicorn.run(application, host=settings.host, port=settings.port, log_level="warning")

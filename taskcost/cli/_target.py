@@ -224,6 +224,7 @@ def open_served(settings: Settings, *, spool: bool) -> DuckDBStore:
         memory_limit=settings.server_memory_limit(),
         threads=settings.server_duckdb_threads(),
         sql_max_value_bytes=settings.sql_max_value_bytes,
+        sql_memory_limit=settings.server_sql_memory_limit(),
     )
 
 

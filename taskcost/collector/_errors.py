@@ -17,6 +17,8 @@ from fastapi.responses import JSONResponse, Response
 from google.rpc import status_pb2
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from taskcost.store import StoreUnavailableError
+
 __all__ = ["PROTOBUF", "ApiError", "error_body", "install_error_handlers"]
 
 PROTOBUF = "application/x-protobuf"
@@ -80,6 +82,11 @@ def install_error_handlers(app: FastAPI) -> None:
             where = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
             parts.append(f"{where or 'body'}: {err.get('msg')}")
         return error_response(request, 422, "invalid request: " + "; ".join(parts))
+
+    @app.exception_handler(StoreUnavailableError)
+    async def _unavailable(request: Request, exc: StoreUnavailableError) -> Response:
+        # the store is closing, or reopening after a failure of its engine: a moment, not a fault of the request
+        return error_response(request, 503, str(exc), {"Retry-After": "1"})
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:

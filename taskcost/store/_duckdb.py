@@ -23,56 +23,30 @@ from taskcost.store._base import (
     CommitInfo,
     QueryError,
     QueryResult,
-    StoreLockedError,
     StoreUnavailableError,
 )
+from taskcost.store._engine import EngineOptions, connect, engine_message, harden, is_fatal
+from taskcost.store._heal import Healing
 from taskcost.store._migrations import apply_migrations, pending_migrations
 from taskcost.store._results import fetch_bounded
 from taskcost.store._rows import TABLES, PreparedBatch, arrow_schema
 from taskcost.store._sandbox import DEFAULT_MAX_VALUE_BYTES, Sandbox
-from taskcost.store._spool import read_set_aside, set_aside_files, spool_dir
 from taskcost.store._sql import transaction
+from taskcost.store._watchdog import QueryWatchdog
 from taskcost.store._writer import Writer, empty_batch
 
 __all__ = ["DuckDBStore"]
 
 log = logging.getLogger("taskcost.store")
 
-# Auto-checkpoint once the WAL holds this much (DuckDB's default is 16MiB). A checkpoint compresses and rewrites the
-# row groups a commit touched, the partly filled last one of each table included; intake writes about 1.4 KB of WAL
-# per span, so at 16MiB the same rows were recompressed about every 12,000 spans. Writing 400k spans through the
-# store alone cost 32.9 CPU us/span at 16MiB and 24.4 at 64MiB; through the server with 2 decode workers, 600k spans
-# went in at 23.3k spans/s at 64MiB, 27.2k at 128MiB and 26.4k at 256MiB, the server's peak RSS 813, 770 and 748 MB
-# (ad hoc runs, not committed). A crash replays at most this much WAL (about 1 s here).
-_CHECKPOINT_THRESHOLD = "128MiB"
 _ARROW_COPY_WARNING = "Arrow output on a DB-API result makes an extra copy"
 
 _ALLOCATION = "the server's allocation of the clusters' windows"
 _WAIT_FOR_ALLOCATION_S = 300.0  # a re-price waits this long for a chunk of that allocation (at most a day of windows)
-
-_HARDEN = (
-    "SET enable_external_access = false",
-    "SET autoinstall_known_extensions = false",
-    "SET autoload_known_extensions = false",
-    "SET allow_community_extensions = false",
-    "SET lock_configuration = true",
-)
+_REOPENING = "the database is reopening after a failure of its engine (nothing acknowledged is lost); retry shortly"
 
 
-def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
-    try:
-        return duckdb.connect(str(path), read_only=read_only)
-    except duckdb.IOException as exc:
-        text = str(exc)
-        if "lock" in text.lower():
-            raise StoreLockedError(
-                f"{path} is held by another process (DuckDB allows one process per file). "
-                f"Ask the server that owns it (taskcost sql --url ...). DuckDB said: {text}"
-            ) from None
-        raise StoreUnavailableError(f"cannot open {path}: {text}") from None
-
-
-class DuckDBStore:
+class DuckDBStore(Healing):
     """One DuckDB file. ``open()`` for the serving process (migrates, starts the writer);
     ``open(read_only=True)`` to query a file no server holds."""
 
@@ -87,24 +61,31 @@ class DuckDBStore:
         dedupe_window: int,
         max_queued_s: float | None,
         max_value_bytes: int,
+        engine: EngineOptions | None = None,
+        sql_memory_limit: int | None = None,
     ) -> None:
         self.path = path
         self._dedupe_window = dedupe_window
         self.read_only = read_only
-        self._con = con
-        self._sandbox = Sandbox.for_connection(con, max_value_bytes)
+        self._engine = engine or EngineOptions()
+        self._writer_args = (max_batch_spans, max_queued_spans, fold_rows, dedupe_window, max_queued_s)
+        self._max_value_bytes = max_value_bytes
+        self._spool = False
+        self._watchdog = QueryWatchdog(sql_memory_limit)
+        self._heal_lock = threading.Lock()
+        self._healing: threading.Thread | None = None
+        self._closing = False
+        self._cut: set[duckdb.DuckDBPyConnection] = set()  # cursors whose result was cut short (``query``)
+        self.heals = 0  # how often the database was reopened after a fatal engine error
         self._schemas: dict[str, pa.Schema] = {}
         self._writer: Writer | None = None
-        if not read_only:
-            self._schemas = {t: self._table_schema(t) for t in TABLES}
-            self._writer = Writer(
-                con, path, self._schemas, max_batch_spans, max_queued_spans, fold_rows, dedupe_window, max_queued_s
-            )
+        self._attach(con)
         self._closed = False
         self._keys_lock = threading.Lock()
         self._reprice_lock = threading.Lock()
         self._pricing_by: str | None = None  # what holds it: "a re-price", or the server's allocation
         self._active_keys: dict[str, _keys.ApiKey] = {}
+        self._keys_ever = False  # once true, never false again (revoked keys stay in api_keys)
 
     @classmethod
     def open(
@@ -121,6 +102,7 @@ class DuckDBStore:
         memory_limit: str | None = None,
         threads: int | None = None,
         sql_max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        sql_memory_limit: int | None = None,
     ) -> DuckDBStore:
         """``spool``: acknowledge a submitted batch once it is fsynced to the intake spool beside the file
         (``<db>.spool/``, taskcost/store/_spool.py), and commit to DuckDB behind it in large transactions; reads
@@ -133,13 +115,16 @@ class DuckDBStore:
         (taskcost/store/_dedupe.py). ``max_queued_s``: the write queue also holds at most this many seconds of
         the writer's measured commit rate (None: ``max_queued_spans`` alone; the server sets one: see the
         ``max_queued_s`` setting). ``sql_max_value_bytes``: the largest value a size argument of user SQL may ask
-        for (``repeat``, ``lpad``...: taskcost/store/_sizeguard.py)."""
+        for (``repeat``, ``lpad``...: taskcost/store/_sizeguard.py). ``sql_memory_limit``: user queries are
+        interrupted while this process's RSS is past it (bytes; None: no memory watchdog, taskcost/store/_watchdog.py).
+        After a fatal engine error the store closes and reopens the file by itself (``heals`` counts it)."""
         path = Path(path)
         if read_only and not path.exists():
             raise StoreUnavailableError(f"no database at {path} (start `taskcost serve --db {path}` first)")
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
-        con = _connect(path, read_only)
+        engine = EngineOptions(memory_limit=memory_limit, threads=threads)
+        con = connect(path, read_only, engine)
         try:
             if not read_only:
                 applied = apply_migrations(con)
@@ -153,14 +138,7 @@ class DuckDBStore:
                     f"taskcost database. Start `taskcost serve --db {path}` once: it upgrades the file (a "
                     "read-only open never changes it)"
                 )
-            if memory_limit is not None:
-                con.execute("SET memory_limit = ?", [memory_limit])
-            if threads is not None:
-                con.execute(f"SET threads = {int(threads)}")
-            if not read_only:
-                con.execute(f"SET checkpoint_threshold = '{_CHECKPOINT_THRESHOLD}'")
-            for stmt in _HARDEN:
-                con.execute(stmt)
+            harden(con)
         except Exception:
             con.close()
             raise
@@ -174,11 +152,26 @@ class DuckDBStore:
             dedupe_window,
             max_queued_s,
             sql_max_value_bytes,
+            engine,
+            sql_memory_limit,
         )
+        store._spool = spool
         if store._writer is not None:
             store._active_keys = _keys.load_active(con)
+            store._keys_ever = _keys.created_any(con)
             store._writer.start(spool)
         return store
+
+    def _attach(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Serve from ``con``: its sandbox, and (read-write) a writer on it, not started yet."""
+        self._con = con
+        self._sandbox = Sandbox.for_connection(con, self._max_value_bytes)
+        if not self.read_only:
+            self._schemas = {t: self._table_schema(t) for t in TABLES}
+            old = self._writer
+            self._writer = Writer(con, self.path, self._schemas, *self._writer_args, on_fatal=self._heal_soon)
+            if old is not None:  # counts and the commit callback go on across a reopen
+                self._writer.carry_over(old)
 
     # -- what the writer counts ---------------------------------------------------------------------------
     @property
@@ -240,26 +233,12 @@ class DuckDBStore:
         then raise StoreBusyError (nothing queued): back-pressure."""
         if self.read_only or self._closed or self._writer is None:
             raise StoreUnavailableError("store is closed or read-only")
+        if self._healing is not None:
+            raise StoreUnavailableError(_REOPENING)
         return self._writer.submit(batch, wait_s)
 
     def write(self, batch: PreparedBatch, timeout: float | None = 30.0) -> CommitInfo:
         return self.submit(batch).result(timeout)
-
-    def retry_set_aside(self) -> Iterator[tuple[Path, CommitInfo | Exception]]:
-        """Commit again, one at a time, the intake records the writer set aside beside the spool (``*.rejected``:
-        acknowledged batches it could not commit after three tries), once what refused them is mended. A record
-        committed is removed; one that fails again is kept as it is. Yields each file with its commit, or with the
-        error that kept it."""
-        for path in set_aside_files(spool_dir(self.path)):
-            try:
-                record = read_set_aside(path)
-                batch = PreparedBatch(columns={}, span_count=record.span_count, tables=record.tables)
-                info = self.write(batch, timeout=None)  # its outcome, however long: a timeout would not stop it
-            except Exception as exc:  # kept as it is, and said: the caller reports it
-                yield path, exc
-                continue
-            path.unlink()
-            yield path, info
 
     # -- reading -------------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -270,34 +249,61 @@ class DuckDBStore:
         after ``timeout_s``; DuckDB's errors come out as QueryError saying what a user can do."""
         if self._closed:
             raise StoreUnavailableError("store is closed")
+        if self._healing is not None:
+            raise StoreUnavailableError(_REOPENING)
         self._caught_up(timeout_s)
-        cur = self._sandbox.borrow(self._con, project)
-        interrupted = threading.Event()
-
-        def interrupt() -> None:
-            interrupted.set()
-            cur.interrupt()
-
-        timer = threading.Timer(timeout_s, interrupt)
+        con, sandbox = self._con, self._sandbox
+        try:
+            cur = sandbox.borrow(con, project)
+        except duckdb.Error as exc:
+            raise self._engine_error(exc, con) from None
+        watched = self._watchdog.watch(cur, timeout_s)
         ended = False
         try:
-            timer.start()
-            yield cur, self._sandbox.prepare(cur, sql)
+            yield cur, sandbox.prepare(cur, sql)
             ended = True
         except duckdb.InterruptException:
+            if watched.reason == "memory":
+                raise QueryError(
+                    f"query interrupted: the server's memory passed sql_memory_limit "
+                    f"({self._watchdog.rss_limit_bytes or 0:,} bytes; {watched.rss_at_interrupt:,} in use) while it "
+                    "ran. Narrow it (fewer rows, smaller values), or retry once other queries have finished"
+                ) from None
+            if watched.reason == "reopen":
+                raise StoreUnavailableError(_REOPENING) from None
             raise QueryError(f"query interrupted after the {timeout_s:g} s time limit") from None
         except duckdb.OutOfMemoryException as exc:
             raise QueryError(self._out_of_memory(exc)) from None
         except duckdb.Error as exc:
-            raise QueryError(str(exc)) from None
+            raise self._engine_error(exc, con) from None
+        except MemoryError:
+            raise QueryError(
+                "the server's memory ceiling (process_memory_limit) was reached while this query ran; narrow it"
+            ) from None
         except RecursionError:
             raise QueryError("the query or its result is nested too deeply") from None
         finally:
-            timer.cancel()
-            if ended and not interrupted.is_set() and not self._closed:  # a cursor that only answered: kept
-                self._sandbox.give_back(project, cur)
+            self._watchdog.done(watched)
+            # a cursor that answered whole is kept; one whose result was cut (``discard``) may still hold work
+            if ended and watched.reason is None and not self._closed and con is self._con and cur not in self._cut:
+                sandbox.give_back(project, cur)
             else:
-                cur.close()
+                self._cut.discard(cur)
+                with contextlib.suppress(duckdb.Error):
+                    cur.close()
+
+    def _engine_error(self, exc: duckdb.Error, con: duckdb.DuckDBPyConnection) -> Exception:
+        """What a caller gets for a DuckDB error of a query on ``con``: its message without native traces; a fatal
+        one also reopens the database."""
+        if not is_fatal(exc):
+            return QueryError(engine_message(exc))
+        self._heal_soon(exc, con)
+        if isinstance(exc, duckdb.InternalException):  # this query's own: it failed inside the engine
+            return QueryError(
+                f"the database engine failed on this query ({engine_message(exc)}); the store reopens itself: "
+                "other queries may be refused for a moment, nothing acknowledged is lost"
+            )
+        return StoreUnavailableError(_REOPENING)
 
     def query(
         self,
@@ -318,6 +324,8 @@ class DuckDBStore:
             columns = [d[0] for d in (rel.description or [])]
             types = [str(d[1]) for d in (rel.description or [])]
             rows, truncated_by = fetch_bounded(rel, max_rows, max_bytes)
+            if truncated_by is not None:  # the rest of its result is not read: the cursor is closed, not kept
+                self._cut.add(cur)
         return QueryResult(
             columns=columns,
             types=types,
@@ -363,7 +371,14 @@ class DuckDBStore:
         """DuckDB's own advice (SET threads, SET memory_limit) is refused in the sandbox: say what a user can do."""
         with contextlib.closing(self._con.cursor()) as cur:
             limit = cur.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
-        first = str(exc).split("\n", 1)[0].rstrip(".")
+        first = engine_message(exc).split("\n", 1)[0].rstrip(".")
+        if (
+            "allocation failure" in first.lower() or "bad allocation" in first.lower()
+        ):  # not DuckDB's limit: the operating system refused the memory
+            return (
+                f"{first}. The query asked for more memory than the server may take (process_memory_limit, the "
+                "operating system's limit on the serving process): narrow it, or build smaller values"
+            )
         return (
             f"{first}. The query needs more working memory than DuckDB's memory_limit ({limit}) allows: narrow it or"
             " aggregate more before returning rows, or raise the memory_limit setting (TASKCOST_MEMORY_LIMIT)"
@@ -383,6 +398,7 @@ class DuckDBStore:
     def create_key(self, project: str, kind: str) -> tuple[_keys.ApiKey, str]:
         with self._keys_lock, contextlib.closing(self._con.cursor()) as cur:
             key, secret = _keys.create_key(cur, project, kind)
+            self._keys_ever = True
             self._active_keys = _keys.load_active(cur)
         return key, secret
 
@@ -400,8 +416,13 @@ class DuckDBStore:
         return self._active_keys.get(_keys.hash_secret(secret))
 
     @property
-    def auth_enabled(self) -> bool:
-        """True once any active key exists: from then on every request needs one."""
+    def keys_ever_created(self) -> bool:
+        """True once any key was created in this database, revoked or not: from then on the server requires a key
+        (``auth = auto``), also after the last one was revoked. Never read from the active keys alone."""
+        return self._keys_ever
+
+    @property
+    def has_active_keys(self) -> bool:
         return bool(self._active_keys)
 
     # -- lifecycle -----------------------------------------------------------------------------------
@@ -411,11 +432,17 @@ class DuckDBStore:
 
     def close(self) -> None:
         """Drain the writer (every queued batch is committed), then close the file."""
-        if self._closed:
-            return
+        with self._heal_lock:
+            if self._closed:
+                return
+            healing, self._closing = self._healing, True
+        if healing is not None:
+            healing.join()
         if self._writer is not None:
             self._writer.stop()  # commits what it holds, folds the task roll-up
         self._closed = True
+        self._watchdog.interrupt_all("closing")
+        self._watchdog.close()
         self._sandbox.close_idle()
         self._con.close()
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import duckdb
@@ -126,7 +126,7 @@ _EXPRESSIONS = frozenset(
 
 def _serialize(cur: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
     try:
-        text = cur.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0]
+        text = cur.execute("SELECT system.main.json_serialize_sql(?)", [sql]).fetchall()[0][0]
     except duckdb.Error as exc:
         raise QueryError(f"SQL does not parse: {exc}") from None
     try:
@@ -141,15 +141,38 @@ def _serialize(cur: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
     return tree
 
 
+def _shadow_macros(arities: Mapping[str, Iterable[int]]) -> list[str]:
+    """``CREATE TEMP MACRO`` statements that make each denied function fail by its plain name, at every arity."""
+    out = []
+    for name, counts in sorted(arities.items()):
+        message = f"function {name}() is not allowed here: {DENIED_FUNCTIONS[name]}".replace("'", "''")
+        forms = ", ".join(
+            "(" + ", ".join(f"a{i}" for i in range(n)) + f") AS error('{message}')" for n in sorted(set(counts))
+        )
+        out.append(f'CREATE TEMP MACRO "{name}"{forms}')
+    return out
+
+
 class Sandbox:
     """The check and the cursor for one store (``functions``: the built-in function names DuckDB has;
     ``max_value_bytes``: the largest value a size argument may ask for, taskcost/store/_sizeguard.py)."""
 
-    def __init__(self, database: str, functions: Iterable[str], max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> None:
+    def __init__(
+        self,
+        database: str,
+        functions: Iterable[str],
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        denied_arities: Mapping[str, Iterable[int]] | None = None,
+    ) -> None:
         self._database = '"' + database.replace('"', '""') + '"'
         self.functions = frozenset(f.lower() for f in functions) - DENIED_FUNCTIONS.keys()
+        # The binder's layer of the function denylist: on a query's cursor each denied function is shadowed by a
+        # temporary macro of the same name and arities that fails, so that a form the check does not see as a call
+        # (the keyword forms ``current_catalog``, ``current_role``, ``user``... parse as column names) still cannot
+        # run the function. One statement per name (``_shadow_macros``), made once per cursor.
+        self._shadows = _shadow_macros(denied_arities or {})
         self.max_value_bytes = max_value_bytes
-        self._guard: dict[str, Any] | None = None
+        self._guards: dict[tuple[str, int], dict[str, Any]] = {}  # (function, arity) -> its checked call, parsed
         # SQL text -> its checked rendering (a pure function of the text: the dashboards ask the same SQL, with other
         # parameters, on every load; about 3-12 ms saved each time)
         self._prepared: dict[str, str] = {}
@@ -163,7 +186,14 @@ class Sandbox:
             "SELECT DISTINCT function_name FROM duckdb_functions() WHERE internal AND database_name = 'system' "
             "AND schema_name = 'main' AND function_type IN ('scalar', 'aggregate', 'window', 'macro')"
         ).fetchall()
-        return cls(database, (r[0] for r in rows), max_value_bytes)
+        arities: dict[str, set[int]] = {}
+        for name, params, varargs in con.execute(
+            "SELECT function_name, len(parameters), varargs IS NOT NULL FROM duckdb_functions() "
+            "WHERE database_name = 'system' AND function_name IN (SELECT unnest(?))",
+            [list(DENIED_FUNCTIONS)],
+        ).fetchall():
+            arities.setdefault(name, set()).update(range(params, params + 4) if varargs else (params,))
+        return cls(database, (r[0] for r in rows), max_value_bytes, arities)
 
     # -- the check --------------------------------------------------------------------------------------
     def prepare(self, cur: duckdb.DuckDBPyConnection, sql: str) -> str:
@@ -182,13 +212,17 @@ class Sandbox:
         statements = first.get("statements", [])
         if len(statements) != 1:
             raise QueryError(f"send exactly one statement, got {len(statements)}")
-        if self._guard is None:
-            self._guard = _serialize(cur, guard_template(self.max_value_bytes))["statements"][0]["node"]["select_list"][
-                0
-            ]
-        guard_sizes(first, self._guard)
+
+        def template(function: str, arity: int) -> dict[str, Any]:
+            key = (function, arity)
+            if key not in self._guards:
+                text = guard_template(self.max_value_bytes, function, arity)
+                self._guards[key] = _serialize(cur, text)["statements"][0]["node"]["select_list"][0]
+            return self._guards[key]
+
+        guard_sizes(first, template)
         try:
-            rendered = cur.execute("SELECT json_deserialize_sql(?)", [json.dumps(first)]).fetchall()[0][0]
+            rendered = cur.execute("SELECT system.main.json_deserialize_sql(?)", [json.dumps(first)]).fetchall()[0][0]
         except (duckdb.Error, RecursionError) as exc:
             if "nesting depth" in str(exc):
                 raise QueryError(_TOO_DEEP) from None
@@ -212,6 +246,8 @@ class Sandbox:
             if not isinstance(node, dict):
                 continue
             kind = node.get("type")
+            if not isinstance(kind, str):  # a value's type ({"id": "BIGINT"...}: a sample's size), not a node's
+                kind = None
             if "class" in node:
                 self._expression(node)
             elif kind in _ALL_QUERY_NODES:
@@ -329,6 +365,8 @@ class Sandbox:
             where = "" if project is None else " WHERE project = '" + project.replace("'", "''") + "'"
             for name in PUBLIC_RELATIONS:
                 cur.execute(f"CREATE TEMP VIEW {name} AS SELECT * FROM {self._database}.main.{name}{where}")
+            for stmt in self._shadows:
+                cur.execute(stmt)
             cur.execute("SET search_path = 'temp.main'")
         except Exception:
             cur.close()

@@ -1,18 +1,28 @@
-"""Values whose size an argument sets are bounded before DuckDB builds them.
+"""Values whose size an argument sets are bounded before DuckDB builds them: the first, friendly layer.
 
 DuckDB keeps the strings and lists of the vectors it computes outside its ``memory_limit``: ``repeat('x', 1e6)``
-over 2,048 rows (one vector) is 2 GB of memory before any row reaches the caller. A query's result is cut by rows
-and bytes as it is fetched (taskcost/store/_results.py), but a vector is built whole first. So in the parse tree
-of user SQL, the count argument of each function that builds a value of that size is wrapped in a check DuckDB
-evaluates: past ``max_value_bytes`` (per value), the query fails with a message that names the function, instead
-of allocating. Scalar ``range()`` and ``generate_series()`` (a whole list as one value) are refused by the check in
-favour of the table functions of the same names, which stream rows.
+over 2,048 rows (one vector) is 2 GB of memory before any row reaches the caller, and no interrupt acts inside one
+vector. So in the parse tree of user SQL, each call of a function that builds a value of a size its argument sets is
+rewritten to check that size first: past ``max_value_bytes`` (per value), the query fails with a message that names
+the function, instead of allocating. Each argument is evaluated once, whatever its form (a nested guarded call, a
+``random()``): the call becomes
+
+    list_transform([struct_pack(a0 := <arg 0>, a1 := <arg 1>, ...)], lambda s: f(s.a0, <checked s.a1>, ...))[1]
+
+so a check never evaluates an argument a second time (nesting N guarded calls costs N checks, not 2^N evaluations)
+and checks the very value the function then gets. This layer knows these functions only; what it does not know is
+bounded by the query watchdog and the process's memory limit (taskcost/store/_watchdog.py, docs/security.md).
+Scalar ``range()`` and ``generate_series()`` (a whole list as one value) are refused by the check in favour of the
+table functions of the same names, which stream rows.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
+
+from taskcost.store._base import QueryError
 
 __all__ = ["GUARDED", "guard_sizes", "guard_template"]
 
@@ -25,16 +35,35 @@ GUARDED: dict[str, tuple[int, int | None]] = {
     "array_resize": (1, None),
     "bar": (3, None),
 }
-_N, _U = "__taskcost_n__", "__taskcost_u__"
+_PLACEHOLDER = "__taskcost_a"
 
 
-def guard_template(max_value_bytes: int) -> str:
-    """The check, as SQL with placeholders for the size argument (``_N``) and the repeated one (``_U``)."""
+def guard_template(max_value_bytes: int, function: str, arity: int) -> str:
+    """The checked call of ``function`` with ``arity`` arguments, as SQL whose placeholder strings ``__taskcost_aK__``
+    stand for the arguments (each once). A function whose size is its size argument alone (``lpad``, ``list_resize``,
+    ...) keeps its call and gets that argument checked inside a one-element list (the value is built outside it: no
+    copy); ``repeat``, whose size is its count times its string's, is called inside the lambda with both."""
     cap = int(max_value_bytes)
-    return (
-        f"SELECT CASE WHEN CAST('{_N}' AS DOUBLE) * greatest(strlen(CAST('{_U}' AS VARCHAR)), 1) > {cap} "
-        f"THEN error('a value of more than {cap} bytes would be built (sql_max_value_bytes)') ELSE '{_N}' END"
+    size_at, unit_at = GUARDED[function]
+    refused = f"error('{function}(): a value of more than {cap} bytes would be built (sql_max_value_bytes)')"
+    if unit_at is None:
+        checked = (
+            f"list_transform([{_slot(size_at)}], lambda n: CASE WHEN CAST(n AS DOUBLE) > {cap} THEN {refused} "
+            "ELSE n END)[1]"
+        )
+        args = ", ".join(checked if i == size_at else _slot(i) for i in range(arity))
+        return f"SELECT {function}({args})"
+    checked = (
+        f"CASE WHEN CAST(s.a{size_at} AS DOUBLE) * greatest(strlen(CAST(s.a{unit_at} AS VARCHAR)), 1) > {cap} "
+        f"THEN {refused} ELSE s.a{size_at} END"
     )
+    args = ", ".join(checked if i == size_at else f"s.a{i}" for i in range(arity))
+    packed = ", ".join(f"a{i} := {_slot(i)}" for i in range(arity))
+    return f"SELECT list_transform([struct_pack({packed})], lambda s: {function}({args}))[1]"
+
+
+def _slot(i: int) -> str:
+    return f"'{_PLACEHOLDER}{i}__'"
 
 
 def _arguments(node: dict[str, Any]) -> list[Any]:
@@ -48,7 +77,7 @@ def _arg(slot: Any) -> Any:
     return slot["expression"] if isinstance(slot, dict) and "expression" in slot else slot
 
 
-def _filled(template: dict[str, Any], n: Any, u: Any) -> dict[str, Any]:
+def _filled(template: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     out = copy.deepcopy(template)
     stack: list[Any] = [out]
     while stack:
@@ -56,17 +85,17 @@ def _filled(template: dict[str, Any], n: Any, u: Any) -> dict[str, Any]:
         items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
         for key, value in list(items):
             text = (value.get("literal") or {}).get("text") if isinstance(value, dict) else None
-            if text in (_N, _U):
-                node[key] = copy.deepcopy(n if text == _N else u)
+            if isinstance(text, str) and text.startswith(_PLACEHOLDER):
+                node[key] = args[int(text[len(_PLACEHOLDER) : -2])]  # moved, not copied: each argument once
             elif isinstance(value, dict | list):
                 stack.append(value)
     return out
 
 
-def guard_sizes(tree: dict[str, Any], template: dict[str, Any]) -> int:
-    """Wrap, in place, the size argument of every ``GUARDED`` call in ``tree`` (innermost first, so a guarded
-    argument carries its own guard); ``template`` is the parsed CASE expression of ``guard_template``. Returns how
-    many calls were guarded."""
+def guard_sizes(tree: dict[str, Any], template: Callable[[str, int], dict[str, Any]]) -> int:
+    """Rewrite, in place, every ``GUARDED`` call in ``tree`` into its checked form (innermost first: a guarded
+    argument carries its own check); ``template(function, arity)`` is the parsed expression of ``guard_template``.
+    Returns how many calls were guarded."""
     found: list[dict[str, Any]] = []
     stack: list[Any] = [tree]
     while stack:
@@ -78,26 +107,13 @@ def guard_sizes(tree: dict[str, Any], template: dict[str, Any]) -> int:
                 found.append(node)
             stack.extend(v for v in node.values() if isinstance(v, dict | list))
     for node in reversed(found):
-        size_at, unit_at = GUARDED[str(node["function_name"]).lower()]
+        function = str(node["function_name"]).lower()
         slots = _arguments(node)
-        if len(slots) <= size_at:
+        if len(slots) <= GUARDED[function][0]:
             continue  # a form DuckDB will refuse anyway
-        n = _arg(slots[size_at])
-        u = _arg(slots[unit_at]) if unit_at is not None else _EMPTY_STRING
-        guarded = _filled(template, n, u)
-        if isinstance(slots[size_at], dict) and "expression" in slots[size_at]:
-            slots[size_at]["expression"] = guarded
-        else:
-            slots[size_at] = guarded
-            node["children"] = slots
+        if any(isinstance(slot, dict) and slot.get("name") for slot in slots) or node.get("distinct"):
+            raise QueryError(f"call {function}() with plain positional arguments here")
+        checked = _filled(template(function, len(slots)), [_arg(slot) for slot in slots])
+        node.clear()
+        node.update(checked)  # (for a call kept as it is, its name as the template spells it: the same function)
     return len(found)
-
-
-_EMPTY_STRING = {
-    "class": "CONSTANT",
-    "type": "VALUE_CONSTANT",
-    "alias": "",
-    "query_location": 18446744073709551615,
-    "query_location_length": 0,
-    "literal": {"kind": "STRING", "text": ""},
-}

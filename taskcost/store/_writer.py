@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from taskcost.store import _dedupe, _hours, _rollup
 from taskcost.store._base import CommitInfo, StoreBusyError, StoreUnavailableError
+from taskcost.store._engine import engine_message, is_fatal
 from taskcost.store._rows import TABLES, PreparedBatch
 from taskcost.store._spool import (
     Spool,
@@ -50,6 +51,7 @@ _SPOOL_LINGER_S = 0.25
 # much against the ones before it.
 _RATE_MIN_SPANS = 1_000
 _RATE_WEIGHT = 0.3
+_ABANDONED = "the database is reopening after a failure of its engine; nothing of this batch was kept, retry shortly"
 _FLUSH = object()  # put in the writer's queue: commit what is gathered now (a reader waits for it)
 
 
@@ -88,8 +90,13 @@ class Writer:
         fold_rows: int,
         dedupe_window: int,
         max_queued_s: float | None,
+        on_fatal: Callable[[BaseException, duckdb.DuckDBPyConnection], None] | None = None,
     ) -> None:
         self._con = con
+        # after a fatal engine error nothing more is committed (the database must be reopened: ``on_fatal``); what
+        # the spool acknowledged stays in it for the next writer to replay
+        self._on_fatal = on_fatal
+        self._fatal = False
         self._dedupe_window = dedupe_window
         self.path = path
         self._schemas = schemas
@@ -149,6 +156,34 @@ class Writer:
             self.caught_up(timeout_s=None)
         sp.close(self._done_seq)
 
+    def carry_over(self, old: Writer) -> None:
+        """Go on from ``old``'s counts, commit rate and commit callback (a reopened database)."""
+        self.committed_spans, self.deduplicated_spans = old.committed_spans, old.deduplicated_spans
+        self.failed_batches, self.on_commit, self._rate = old.failed_batches, old.on_commit, old._rate
+
+    def abandon(self) -> None:
+        """Stop after a fatal engine error, committing nothing more: what the spool acknowledged stays there for the
+        next writer to replay; what was not acknowledged is refused (its sender retries)."""
+        self._fatal = True
+        if self._spooler is not None:
+            self._spool_queue.put(None)
+            self._spooler.join()
+        self._queue.put(None)
+        if self._thread.ident is not None:
+            self._thread.join()
+        for q in (self._spool_queue, self._queue):  # a request that slipped in meanwhile is refused, never left
+            while True:
+                try:
+                    job = q.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(job, _Job):
+                    self._fail([job], StoreUnavailableError(_ABANDONED))
+        if self._spool is not None:
+            self._spool.close_file()
+        with self._progress:  # readers waiting for a commit see the writer gone
+            self._progress.notify_all()
+
     def stop(self) -> None:
         """Commit everything accepted (and fold the task roll-up), then stop; the spool is removed."""
         if self._spooler is not None:  # everything it took is acknowledged and handed to the writer
@@ -183,7 +218,7 @@ class Writer:
         When the queue is full, wait up to ``wait_s`` for room, then raise StoreBusyError (nothing
         queued): back-pressure.
         """
-        if not self.alive:
+        if not self.alive or self._fatal:
             raise StoreUnavailableError("the store's writer is not running (see the server log)")
 
         def has_room() -> bool:
@@ -297,6 +332,9 @@ class Writer:
     def _commit(self, cur: duckdb.DuckDBPyConnection, jobs: list[_Job]) -> bool:
         """Commit the jobs in one transaction and resolve their futures. False when nothing was committed: the
         futures not resolved yet hold the error; acknowledged spool records are the caller's to try again."""
+        if self._fatal:
+            self._fail(jobs, StoreUnavailableError(_ABANDONED))
+            return False
         started = time.perf_counter()
         try:
             for j in jobs:
@@ -315,6 +353,13 @@ class Writer:
             fold_rows = self._fold_rows if all(j.batch.span_count for j in jobs) else 0
             new = self._store(cur, data, fold_rows, seq=seq)
         except Exception as exc:
+            if is_fatal(exc):  # nothing can be committed until the database is reopened: no retries, no set-aside
+                log.error("the database engine failed during a commit (%s); it will be reopened", engine_message(exc))
+                self._fatal = True
+                self._fail(jobs, StoreUnavailableError(_ABANDONED))
+                if self._on_fatal is not None:
+                    self._on_fatal(exc, self._con)
+                return False
             log.exception("write of %d batch(es) failed; nothing of them was committed", len(jobs))
             with contextlib.suppress(duckdb.Error):
                 cur.execute("ROLLBACK")
@@ -371,12 +416,17 @@ class Writer:
     def _retry_acked(self, cur: duckdb.DuckDBPyConnection, jobs: list[_Job]) -> None:
         """Acknowledged spool records a commit failed on: each is committed on its own, with three tries. One that
         still fails is set aside beside the spool (kept, never dropped), and the writer goes on."""
+        if self._fatal:  # not these records' fault: they stay in the spool, for the reopened database's writer
+            return
         for j in jobs:
+            committed = False
             for attempt in range(3):
                 time.sleep(0.2 * 2**attempt)
-                if self._commit(cur, [j]):
+                if committed := self._commit(cur, [j]):
                     break
-            else:
+                if self._fatal:  # not this record's fault: it stays in the spool, for the reopened database's writer
+                    return
+            if not committed:
                 self.failed_batches += 1
                 try:
                     if j.batch.tables is None and j.where is not None:  # not readable back: keep its bytes as they are
