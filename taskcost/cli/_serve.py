@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import secrets
 import socket
 import threading
@@ -107,6 +108,10 @@ def serve(
     ] = None,
 ) -> None:
     """Run the collector: OTLP/HTTP on /v1/traces, the SQL API on /api/sql, dashboards on /dash/."""
+    # Before DuckDB is loaded: its allocator (jemalloc) then returns the address space it frees instead of keeping it,
+    # so the process's data memory follows what it uses and process_memory_limit bounds queries, not their history
+    # (one 1 GB value left 1.3 GB reserved for good otherwise).
+    os.environ.setdefault("DUCKDB_JE_MALLOC_CONF", "retain:false")
     import uvicorn
 
     from taskcost._internal.arrow_memory import use_system_allocator

@@ -80,6 +80,7 @@ class DuckDBStore(Healing):
         self._schemas: dict[str, pa.Schema] = {}
         self._writer: Writer | None = None
         self._attach(con)
+        self._start_healer()
         self._closed = False
         self._keys_lock = threading.Lock()
         self._reprice_lock = threading.Lock()
@@ -435,9 +436,8 @@ class DuckDBStore(Healing):
         with self._heal_lock:
             if self._closed:
                 return
-            healing, self._closing = self._healing, True
-        if healing is not None:
-            healing.join()
+            self._closing = True
+        self._stop_healer()
         if self._writer is not None:
             self._writer.stop()  # commits what it holds, folds the task roll-up
         self._closed = True

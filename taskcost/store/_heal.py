@@ -49,6 +49,8 @@ class Healing:
     _watchdog: QueryWatchdog
     _heal_lock: threading.Lock
     _healing: threading.Thread | None
+    _healer: threading.Thread
+    _heal_wanted: threading.Event
     _closing: bool
     _spool: bool
     _active_keys: dict[str, _keys.ApiKey]
@@ -66,8 +68,30 @@ class Healing:
             if self._closing or self._healing is not None or (con is not None and con is not self._con):
                 return
             log.error("the database engine failed (%s); reopening %s", engine_message(exc), self.path)
-            self._healing = threading.Thread(target=self._heal, name="taskcost-reopen", daemon=True)
-            self._healing.start()
+            self._healing = self._healer
+            self._heal_wanted.set()
+
+    def _start_healer(self) -> None:
+        """The thread that reopens the database, started with the store: a thread started when memory is short
+        (the moment an engine failure is likely) can fail to start, and then ``Thread.start`` never returns."""
+        self._heal_wanted = threading.Event()
+        self._healer = threading.Thread(target=self._heal_loop, name="taskcost-reopen", daemon=True)
+        self._healer.start()
+
+    def _heal_loop(self) -> None:
+        while True:
+            self._heal_wanted.wait()
+            self._heal_wanted.clear()
+            if self._closing:
+                return
+            self._heal()
+
+    def _stop_healer(self) -> None:
+        """Wait for a reopening under way (it gives up once ``_closing`` is set), then end the healer thread."""
+        while self._healing is not None:
+            time.sleep(0.01)
+        self._heal_wanted.set()
+        self._healer.join()
 
     def _heal(self) -> None:
         """Close every connection to the failed instance, open the file again, and start a writer on it, which

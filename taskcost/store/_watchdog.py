@@ -78,8 +78,11 @@ class QueryWatchdog:
         self._running: dict[int, Watched] = {}
         self._ids = itertools.count(1)
         self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
         self._closed = False
+        # started now, not on the first query: a thread started when memory is short can fail to start, and then
+        # Thread.start never returns
+        self._thread = threading.Thread(target=self._loop, name="taskcost-query-watchdog", daemon=True)
+        self._thread.start()
 
     def watch(self, cursor: _Interruptible, timeout_s: float) -> Watched:
         """Register a query that starts now; ``done`` it when it ends (however it ends)."""
@@ -87,9 +90,6 @@ class QueryWatchdog:
         w = Watched(cursor, time.monotonic() + timeout_s, rss, _id=next(self._ids))
         with self._cond:
             self._running[w._id] = w
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name="taskcost-query-watchdog", daemon=True)
-                self._thread.start()
             self._cond.notify()
         return w
 
