@@ -170,12 +170,21 @@ NESTED_NULLIF = "SELECT " + "nullif(" * 19 + "1" + ", 2)" * 19
 )
 def test_each_shape_of_the_review_is_bounded(bounded: Server, sql: str) -> None:
     _assert_bounded(bounded, sql)
-    # the server goes on answering (after a fatal engine error it reopened itself: a moment of 503 at most)
+    assert _answers_again(bounded, "SELECT count(*) FROM tasks") == [[0]]
+
+
+def _answers_again(server: Server, sql: str) -> list[list[object]]:
+    """The server goes on answering within 10 s: after a fatal engine error it reopens itself (a moment of 503), and
+    a query that begins while the memory an interrupted one freed is still resident may be interrupted too (the
+    watchdog cannot tell queries apart inside one process: docs/security.md)."""
     deadline = time.monotonic() + 10
-    while (r := httpx.post(f"{bounded.url}/api/sql", json={"sql": "SELECT count(*) FROM tasks"})).status_code == 503:
-        assert time.monotonic() < deadline, r.text
-        time.sleep(0.1)
-    assert r.status_code == 200, r.text
+    while True:
+        r = httpx.post(f"{server.url}/api/sql", json={"sql": sql}, timeout=30)
+        if r.status_code == 200:
+            return list(r.json()["rows"])
+        retry = r.status_code == 503 or (r.status_code == 400 and "sql_memory_limit" in r.json()["message"])
+        assert retry and time.monotonic() < deadline, r.text
+        time.sleep(0.2)
 
 
 def test_the_nested_size_checks_cost_no_more_than_the_calls(bounded: Server) -> None:
@@ -280,4 +289,4 @@ def test_the_server_answers_again_after_a_fatal_engine_error(bounded: Server) ->
     while httpx.get(f"{bounded.url}/healthz").status_code != 200:
         assert time.monotonic() < deadline, "/healthz did not recover"
         time.sleep(0.1)
-    assert httpx.post(f"{bounded.url}/api/sql", json={"sql": "SELECT 42"}).json()["rows"] == [[42]]
+    assert _answers_again(bounded, "SELECT 42") == [[42]]
