@@ -72,9 +72,6 @@ class QueryWatchdog:
     def __init__(self, rss_limit_bytes: int | None, interval_s: float = 0.01) -> None:
         self.rss_limit_bytes = rss_limit_bytes
         self.interval_s = interval_s
-        self.interrupted_for_memory = 0
-        self.interrupted_for_time = 0
-        self.peak_rss_bytes = 0  # the largest RSS sampled while a query ran
         self._running: dict[int, Watched] = {}
         self._ids = itertools.count(1)
         self._cond = threading.Condition()
@@ -97,10 +94,6 @@ class QueryWatchdog:
         with self._cond:
             self._running.pop(w._id, None)
             self._cond.notify_all()
-
-    @property
-    def running(self) -> int:
-        return len(self._running)
 
     def interrupt_all(self, reason: str) -> int:
         """Interrupt every running query (the store is closing or reopening). Returns how many."""
@@ -134,7 +127,6 @@ class QueryWatchdog:
                     self._cond.wait()
                 if self._closed:
                     return
-                self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
                 limit = self.rss_limit_bytes
                 for w in self._running.values():
                     if w.reason is not None:  # again: DuckDB drops an interrupt that comes between two fetches
@@ -142,11 +134,9 @@ class QueryWatchdog:
                             w.cursor.interrupt()
                         continue
                     if now >= w.deadline:
-                        self.interrupted_for_time += 1
                         w.interrupt("time")
                     # a query that started above the limit (memory its predecessors freed and the allocator keeps)
                     # is interrupted once the process grew by _GRACE_BYTES beyond where it started
                     elif limit is not None and rss > max(limit, w.start_rss + _GRACE_BYTES):
-                        self.interrupted_for_memory += 1
                         w.interrupt("memory", rss)
             time.sleep(self.interval_s)
