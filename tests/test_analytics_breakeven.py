@@ -76,7 +76,8 @@ def test_flat_profile_crosses_where_the_closed_form_says(store: DuckDBStore) -> 
     assert close(s["utilisation"], 950_000 / 3_600_000)
     assert close(s["utilisation_at_breakeven"], 475_000 / 3_600_000)
     assert s["direction"] == "api" and s["throughput_source"] == "given" and s["confidence"] == "low"
-    assert "Renting always-on is cheaper" in s["verdict"]
+    assert "Renting always-on is the cheapest way at this volume ($365.00 a month)" in s["verdict"]
+    assert "Always-on (1 replica(s)) costs no more than the API from 475,000 tokens/hour" in s["verdict"]
 
 
 def test_renting_never_wins_says_so(store: DuckDBStore) -> None:
@@ -109,9 +110,10 @@ def test_peak_sized_against_autoscaled_and_the_best_hybrid(store: DuckDBStore) -
     # hybrid: N=0 $1,460; N=1 $584 + busy hours' overflow 5 x (3.0M - 1.8M) x $1/M = $6 x 73 = $438 -> $1,022;
     # N=2 $1,168: the best is one fixed replica
     assert (s["best_hybrid_usd"], s["best_hybrid_replicas"]) == ("1022.000000000000", 1)
-    # breakevens: always-on 584 / 1460 = 0.4 (its 1.2M-token peak fits one replica) -> 0.4 x 2M = 800,000;
-    # autoscaled 584 x 1.1 / 1460 = 0.44 -> 880,000; hybrid: 73 x 20k x $1 = $584 at k = 0.4 -> 800,000
-    assert close(s["breakeven_tokens_per_hour"], 800_000)
+    # breakevens: always-on on the step the observed volume is on (2 replicas): 1168 / 1460 = 0.8 -> 1,600,000 (a
+    # single replica would pay from 0.4, but the observed peak needs two); autoscaled 584 x 1.1 / 1460 = 0.44 ->
+    # 880,000; hybrid: 73 x 20k x $1 = $584 at k = 0.4 -> 800,000
+    assert close(s["breakeven_tokens_per_hour"], 1_600_000)
     assert close(s["breakeven_autoscaled_tokens_per_hour"], 880_000)
     assert close(s["breakeven_hybrid_tokens_per_hour"], 800_000)
     assert s["peak_tokens_per_hour"] == 3_000_000 and s["peak_factor"] == 1.5
@@ -125,9 +127,9 @@ def test_sensitivity_moves_the_breakeven_the_right_way(store: DuckDBStore) -> No
         for r in doc["tables"]["sensitivity"]["rows"]
     }
     assert list(rows) == ["base", "throughput -30%", "throughput +30%", "$/GPU-hour -30%", "$/GPU-hour +30%"]
-    # $/GPU-hour x 1.3 = $1.04: always-on 1.04 x 730 / 1460 = 0.52 -> 1,040,000; x 0.7: 0.28 -> 560,000
-    assert close(rows["$/GPU-hour +30%"]["breakeven_tokens_per_hour"], 1_040_000)
-    assert close(rows["$/GPU-hour -30%"]["breakeven_tokens_per_hour"], 560_000)
+    # $/GPU-hour x 1.3 = $1.04: always-on 2 x 1.04 x 730 / 1460 = 1.04 -> 2,080,000; x 0.7: 0.56 -> 1,120,000
+    assert close(rows["$/GPU-hour +30%"]["breakeven_tokens_per_hour"], 2_080_000)
+    assert close(rows["$/GPU-hour -30%"]["breakeven_tokens_per_hour"], 1_120_000)
     # throughput x 0.7: capacity 1,260,000; autoscaled from k = 0.44 the busy hours' 1.32M need 2 replicas:
     # rent 1.5 x 642.4 = $963.60 -> k = 0.66, where 1.98M still needs 2: settles, 0.66 x 2M = 1,320,000
     assert close(rows["throughput -30%"]["breakeven_autoscaled_tokens_per_hour"], 1_320_000)

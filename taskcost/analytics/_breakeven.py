@@ -37,7 +37,14 @@ from taskcost.analytics._breakeven_model import (
     sensitivity_frame,
     verdict,
 )
-from taskcost.analytics._breakeven_sql import _BUSY, _DETAIL, _GPU_TYPES_SHOWN, _top_models, _traffic_sql
+from taskcost.analytics._breakeven_sql import (
+    _BUSY,
+    _DETAIL,
+    _GPU_TYPES_SHOWN,
+    _top_models,
+    _traffic_sql,
+    _unfolded_sql,
+)
 from taskcost.analytics._filters import Filters, Sql, call_scope, naive_utc
 from taskcost.analytics._groups import Top, fold_note, max_groups_option
 from taskcost.analytics._question import Options, Question, UsageError
@@ -278,8 +285,13 @@ def _traffic(
 ) -> tuple[pl.DataFrame, Profile | None, pl.DataFrame, Top]:
     """The hourly traffic: per model (the ``traffic`` table; past max_groups, one ``other`` row per deployment and
     whether it could be priced) and, over the models an API rate prices, the profile."""
-    top = _top_models(store, filters, options.max_groups)
-    hourly = frame(store, _traffic_sql(filters, top), filters)
+    # nothing folded when the models fit (the common case: one query); else ranked, then read again folded
+    hourly = frame(store, _unfolded_sql(filters, options.max_groups), filters)
+    keys = ["provider", "model", "deployment"]
+    top = Top((), hourly.unique(keys).height, options.max_groups)
+    if hourly.is_empty():
+        top = _top_models(store, filters, options.max_groups)
+        hourly = frame(store, _traffic_sql(filters, top), filters)
     keys = ["provider", "model", "deployment", "tail_priced"]
     if hourly.is_empty():
         return hourly, None, pl.DataFrame(), top

@@ -33,6 +33,7 @@ __all__ = [
     "Profile",
     "Rental",
     "breakevens",
+    "cheapest",
     "costs",
     "curve_frame",
     "curve_multipliers",
@@ -273,23 +274,29 @@ class Breakevens:
 
 
 def _always_on_breakeven(profile: Profile, rental: Rental) -> Decimal | None:
-    """Closed form. While the replicas stay at ``min_replicas`` (m) the rent is flat, m x c, and the API reaches it
-    at k = m c / A. That is inside the flat part iff c S <= A cap; beyond, each added replica adds c for cap / S
-    more k, which the API covers iff the same c S <= A cap: so it is that point or never."""
+    """The volume at which the API's month costs as much as the always-on replicas the observed volume needs (n):
+    k = n c / A. Renting is a step function: a first replica may pay at a lower volume while the observed one needs
+    more, so the point is taken on the step the observed volume is on. Below it (with n replicas) the API is cheaper,
+    above it renting, up to the volume that needs replica n + 1: so k <= 1 exactly when always-on costs no more than
+    the API now. Valid when the n replicas still serve k x the volume (c S <= A cap, S the sizing hour); otherwise
+    every replica added costs more than the API it replaces, at every volume: never."""
     size = profile.peak_tokens if rental.sizing == "peak" else profile.p95_tokens
     a, c = profile.api_month(rental), rental.replica_month_usd
     with localcontext() as ctx:
         ctx.prec = _PREC
         if a <= 0 or c * size > a * rental.capacity:
             return None
-        first = max(rental.min_replicas, 1 if size else 0)  # with no minimum, the first replica at any volume
-        return first * c / a
+        n = _always_on(profile, rental, Decimal(1))
+        return n * c / a if n else None
 
 
 def _autoscaled_breakeven(profile: Profile, rental: Rental) -> tuple[Decimal | None, bool]:
     """Rent(k) is a non-decreasing step function: from a lower bound k, no k' in [k, Rent(k) / A) can cross (Rent
     there is >= Rent(k) > k' A), so step k <- Rent(k) / A until Rent(k) <= k A. Never when the rent's slope (c (1 +
-    buffer) V / cap per unit of k) is above the API's: renting then costs more at every volume."""
+    buffer) V / cap per unit of k) is above the API's: renting then costs more at every volume. When renting costs
+    more than the API at the observed volume, the search starts there (a crossing below it, on a lower step, is not
+    where renting starts to pay: the observed volume is past it), so the answer is above 1 exactly when autoscaled
+    renting costs more now."""
     a = profile.api_month(rental)
     with localcontext() as ctx:
         ctx.prec = _PREC
@@ -299,6 +306,9 @@ def _autoscaled_breakeven(profile: Profile, rental: Rental) -> tuple[Decimal | N
         # any k > 0 rents at least min_replicas in every hour and one in every busy hour: the first lower bound
         floor = int(np.maximum(rental.min_replicas, (profile._v > 0).astype(np.int64)).sum())
         k = _autoscaled_usd(profile, rental, floor) / a
+        one = Decimal(1)
+        if _autoscaled_usd(profile, rental, int(_autoscaled_replicas(profile, rental, one).sum())) > a:
+            k = max(k, one)
         for _ in range(_MAX_STEPS):
             rent = _autoscaled_usd(profile, rental, int(_autoscaled_replicas(profile, rental, k).sum()))
             step = rent / a  # Rent(k) <= k A, compared as k's own quotient (no rounding between the two sides)
@@ -370,9 +380,23 @@ def _fmt_tokens(x: Decimal | float) -> str:
     return f"{float(x):,.0f}"
 
 
+_WAYS = ("the API", "renting always-on", "renting autoscaled", "a hybrid")
+
+
+def cheapest(o: Costs) -> tuple[str, Decimal]:
+    """The cheapest way at the volume ``o`` is of, and its month (on a tie, the first of ``_WAYS``: the API before
+    renting): what the verdict names, computed from the figures it prints."""
+    ways = {"the API": o.api_usd, "renting always-on": o.always_on_usd, "renting autoscaled": o.autoscaled_usd}
+    if o.hybrid_replicas:
+        ways["a hybrid"] = o.hybrid_usd
+    best = min(ways, key=lambda w: (ways[w], _WAYS.index(w)))
+    return best, ways[best]
+
+
 def verdict(profile: Profile, rental: Rental, o: Costs, b: Breakevens, direction: str) -> str:
-    """One plain sentence (or two): which way is cheaper now, and where renting starts to pay, or that it never
-    does at these prices."""
+    """Plain sentences: what each way costs a month at the observed volume, which is cheapest (from those figures),
+    and where always-on renting breaks even (on the step of replicas the observed volume needs), or that renting
+    never does at these prices."""
     now = (
         f"At the observed {_fmt_tokens(profile.mean_tokens)} tokens/hour the API costs {_fmt_usd(o.api_usd)} a month; "
         f"renting {_fmt_usd(o.always_on_usd)} always-on ({o.always_on_replicas} replica(s)), "
@@ -393,17 +417,27 @@ def verdict(profile: Profile, rental: Rental, o: Costs, b: Breakevens, direction
             f"{now} Renting never wins at these prices{searched}: the API charges ${price:.4f}/M tokens; a replica "
             f"kept at {float(rental.utilisation):.0%} utilisation costs ${floor:.4f}/M, before idle hours and peaks."
         )
+    best, usd = cheapest(o)
+    if best == "the API":
+        head = f"{now} The API is the cheapest way at this volume."
+    else:
+        head = f"{now} {best[0].upper()}{best[1:]} is the cheapest way at this volume ({_fmt_usd(usd)} a month)."
     if b.always_on is None:
         other = [
             f"{name} renting breaks even at {_fmt_tokens(k * profile.mean_tokens)} tokens/hour"
             for name, k in (("autoscaled", b.autoscaled), ("hybrid", b.hybrid))
             if k is not None
         ]
-        return f"{now} Always-on renting never wins at these prices ({rental.sizing} sizing); " + "; ".join(other) + "."
+        never = f"{head} Always-on renting never wins at these prices ({rental.sizing} sizing); "
+        return never + "; ".join(other) + "."
     v = _fmt_tokens(b.always_on * profile.mean_tokens)
-    if b.always_on <= 1:
-        return f"{now} Renting always-on is cheaper: it breaks even at {v} tokens/hour."
-    return f"{now} The API is cheaper; renting always-on breaks even at {v} tokens/hour ({float(b.always_on):.3g}x)."
+    n = o.always_on_replicas
+    if o.always_on_usd <= o.api_usd:
+        return f"{head} Always-on ({n} replica(s)) costs no more than the API from {v} tokens/hour."
+    return (
+        f"{head} Always-on ({n} replica(s)) would break even at {v} tokens/hour ({float(b.always_on):.3g}x the "
+        "observed volume)."
+    )
 
 
 def curve_frame(profile: Profile, rental: Rental, b: Breakevens) -> pl.DataFrame:

@@ -9,7 +9,7 @@ from taskcost.analytics._groups import OTHER, Top, top_values
 from taskcost.analytics._rates import UNITS, rates_cte
 from taskcost.store import ReadStore
 
-__all__ = ["_BUSY", "_DETAIL", "_GPU_TYPES_SHOWN", "_top_models", "_traffic_sql"]
+__all__ = ["_BUSY", "_DETAIL", "_GPU_TYPES_SHOWN", "_top_models", "_traffic_sql", "_unfolded_sql"]
 
 
 _DEPLOYMENT = "CASE WHEN deployment = 'self_hosted' THEN 'self_hosted' ELSE 'api' END"
@@ -64,6 +64,22 @@ _TOKENS = {
     "cache_write": "cache_write_tokens",
     "output": "output_tokens",
 }
+
+
+_UNFOLDED = """,
+models AS (SELECT count(*) AS n FROM (SELECT DISTINCT provider, model, deployment FROM traffic) AS d)
+SELECT provider, model, deployment, hour, CAST(NULL AS BOOLEAN) AS tail_priced, calls, priced_calls, cost_usd,
+       input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, CAST(NULL AS DECIMAL(38, 12)) AS tail_api_usd
+FROM traffic
+WHERE (SELECT n FROM models) <= ?
+"""
+"""The hourly traffic, nothing folded, when the models number at most max_groups + 1 (else no row: rank, then fold)."""
+
+
+def _unfolded_sql(filters: Filters, limit: int) -> Sql:
+    """The hourly traffic per model, unfolded, or no row when the models are more than ``limit`` + 1."""
+    traffic = _TRAFFIC[: _TRAFFIC.index("),\nname_rates")] + ")"
+    return Sql("WITH ") + hours_scope(filters) + Sql(",") + Sql(traffic + _UNFOLDED, [limit + 1])
 
 
 def _traffic_sql(filters: Filters, top: Top) -> Sql:

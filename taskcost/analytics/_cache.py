@@ -33,7 +33,19 @@ from pydantic import Field
 
 from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
-from taskcost.analytics._cache_sql import HASH_BUCKETS, _folds, _per_call_sql, _task_valued, _totals_sql
+from taskcost.analytics._cache_sql import (
+    HASH_BUCKETS,
+    _fits,
+    _Folds,
+    _folds,
+    _per_call_sql,
+    _task_valued,
+    _totals_sql,
+    _unfolded,
+    per_call_parts,
+    rates_later,
+    with_rates,
+)
 from taskcost.analytics._cache_tables import (
     HIT_RATE_BANDS,
     INPUT_SIZE_BANDS,
@@ -44,7 +56,7 @@ from taskcost.analytics._cache_tables import (
 )
 from taskcost.analytics._facts import Bucket, check_bucket, check_dimension
 from taskcost.analytics._filters import DIMENSIONS, Filters
-from taskcost.analytics._groups import OTHER, max_groups_option
+from taskcost.analytics._groups import OTHER, Top, max_groups_option
 from taskcost.analytics._question import Options, Question
 from taskcost.store import ReadStore
 
@@ -297,6 +309,40 @@ def _by_model(priced: pl.DataFrame) -> pl.DataFrame:
     return out.select(*first, *[c for c in out.columns if c not in first])
 
 
+def _breaks(answer: pl.DataFrame) -> int:
+    """The distinct prefix breaks among the measured calls (counted in SQL when they were folded there)."""
+    values = answer.filter(pl.col("part") == "break_values")["calls"]
+    if len(values):
+        return int(values[0])
+    breaks = answer.filter((pl.col("part") == "breaks") & pl.col("prefix_break_block").is_not_null())
+    return breaks.select("prefix_break_kind", "prefix_break_block").unique().height
+
+
+def _refold(
+    store: ReadStore, filters: Filters, options: CacheOptions, folds: _Folds, answer: pl.DataFrame
+) -> _Folds | None:
+    """The folds to read the per-call answer again with, when its task kinds, a task dimension's values or its prefix
+    breaks (read unfolded) do not fit; None when they do (or were folded already)."""
+    by, limit = options.by, options.max_groups
+    if folds.breaks:
+        return None
+    known = {"models": folds.models}
+    if by is not None and not _task_valued(by) and folds.group is not None:
+        known["group"] = folds.group
+    kinds = answer.filter(pl.col("part").is_in(["kinds", "breaks"]))
+    if (kind_top := _fits(kinds, ["task_kind"], limit)) is not None:
+        known["kinds"] = kind_top
+    if by == "kind":  # the same fold as the prefix report's
+        if kind_top is not None:
+            known["group"] = kind_top
+    elif _task_valued(by) and (group := _fits(answer.filter(pl.col("part") == "cells"), ["grp"], limit)) is not None:
+        known["group"] = group
+    breaks_fit = _breaks(answer) <= limit + 1
+    if breaks_fit and len(known) == (3 if by is not None else 2):
+        return None
+    return _folds(store, filters, by, limit, options.misses, known, breaks=not breaks_fit)
+
+
 def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -> CacheAnswer:
     """Cache hit rate, dollars saved and missed (overall, per ``options.by``, per ``options.bucket``, per model), TTFT
     by hit-rate band, and the prefix-stability report, over the calls ``filters`` select."""
@@ -305,12 +351,29 @@ def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -
     check_bucket(store, filters, bucket)
     # the values of every grouping past max_groups are folded in SQL: a model's rates (``rates_cte``) do not depend on
     # which of its calls are looked at, and are learned from the project's calls in the window
-    folds = _folds(store, filters, by, options.max_groups, options.misses)
-
+    # They are read unfolded first (the common case: no ranking query), and ranked and read again only when they do
+    # not fit: the calls' values (models, a call dimension) in the totals, the tasks' and the breaks in the per-call
+    # answer.
+    limit, none = options.max_groups, Top((), 0, options.max_groups)
+    folds = _unfolded(by, limit)
     totals_frame = frame(store, _totals_sql(filters, by, bucket, folds), filters)
+    known = {"kinds": none, "group": none} if _task_valued(by) else {"kinds": none}
+    if (models := _fits(totals_frame, ["provider", "model"], limit)) is not None:
+        known["models"] = models
+    if by is not None and not _task_valued(by) and (group := _fits(totals_frame, ["grp"], limit)) is not None:
+        known["group"] = group
+    if "models" not in known or (by is not None and "group" not in known):
+        folds = _folds(store, filters, by, limit, options.misses, known, breaks=False)
+        totals_frame = frame(store, _totals_sql(filters, by, bucket, folds), filters)
+    add_rates = rates_later(folds)
     calls = int(totals_frame["calls"].sum())
     threshold = _threshold(calls, options.exact) if options.misses else 0
-    answer = frame(store, _per_call_sql(filters, by, bucket, threshold, folds), filters)
+    answer = per_call_parts(frame(store, _per_call_sql(filters, by, bucket, threshold, folds), filters))
+    if (again := _refold(store, filters, options, folds, answer)) is not None:
+        folds = again
+        answer = per_call_parts(frame(store, _per_call_sql(filters, by, bucket, threshold, folds), filters))
+    if add_rates:
+        totals_frame = with_rates(totals_frame, answer)
 
     def part(name: str) -> pl.DataFrame:
         return answer.filter(pl.col("part") == name).drop(
@@ -362,8 +425,7 @@ def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -
     }
     notes = _notes(by_model, options.misses, folds.models.folded)
     totals["folded_groups"] = folds.group.folded if folds.group is not None else 0
-    values = answer.filter(pl.col("part") == "break_values")["calls"]
-    notes += folds.notes(by, int(values[0]) if len(values) else 0)
+    notes += folds.notes(by, _breaks(answer))
     if not options.misses:
         return _without_misses(filters, by, bucket, totals, groups, over_time, by_model, notes)
     notes.append(

@@ -4,14 +4,18 @@ group's. The rank and the fold happen in SQL (``top_values``, then ``Top.expr`` 
 question reads at most ``max_groups`` + 1 groups whatever the number of distinct values a tenant sent (a task kind per
 task, a model name per call), and no per-group work (an interval, a rate) runs for the long tail.
 
-When the values number at most ``max_groups`` + 1 nothing is folded: the fold would stand for one group. A value
+When the values number at most ``max_groups`` + 1 nothing is folded: the fold would stand for one group. That is the
+common case, and a question first asks its own queries unfolded, each read at most a few rows past what a complete
+answer of ``max_groups`` + 1 values can hold (``capped``): when every one came back whole and its values fit
+(``unranked``), the answer is those rows, with no ranking query; otherwise the values are ranked and the queries asked
+again, folded. A value
 literally named ``other`` is ranked last, so when a fold happens it is counted in the ``other`` row (never two rows
 with one name).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +25,17 @@ from taskcost.analytics._answer import frame
 from taskcost.analytics._filters import Filters, Sql
 from taskcost.store import ReadStore
 
-__all__ = ["MAX_GROUPS", "MAX_GROUPS_LIMIT", "OTHER", "Top", "fold_note", "max_groups_option", "top_values"]
+__all__ = [
+    "MAX_GROUPS",
+    "MAX_GROUPS_LIMIT",
+    "OTHER",
+    "Top",
+    "capped",
+    "fold_note",
+    "max_groups_option",
+    "top_values",
+    "unranked",
+]
 
 OTHER = "other"
 """The value of the row that holds every group past ``max_groups``."""
@@ -84,6 +98,21 @@ class Top:
         if named:
             out += Sql(f" WHEN {column} IN ({', '.join('?' for _ in named)}) THEN FALSE", named)
         return out + Sql(" ELSE TRUE END")
+
+
+def capped(sql: Sql, rows: int) -> Sql:
+    """``sql`` (a whole query, ``WITH`` included) read at most ``rows`` + 1 rows: more than ``rows`` back means the
+    answer was cut (rank, then ask again folded)."""
+    return Sql("SELECT * FROM (") + sql + Sql(") AS capped LIMIT ?", [rows + 1])
+
+
+def unranked(values: Iterable[Any], limit: int, *, keep: Sequence[str] = (), keep_null: bool = False) -> Top | None:
+    """The ``Top`` of a dimension whose values (all of them, as a complete unfolded answer holds them) need no fold:
+    at most ``limit`` + 1 besides ``keep`` (and the empty value with ``keep_null``); None when they need one."""
+    ranked = {v for v in values if (v is not None or not keep_null) and v not in keep}
+    if len(ranked) > limit + 1:
+        return None
+    return Top(tuple(ranked), len(ranked), limit, tuple(keep), keep_null)
 
 
 def top_values(

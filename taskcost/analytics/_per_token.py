@@ -34,7 +34,7 @@ from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._cost_intervals import SPEND_MOMENTS, delta_intervals, moments
 from taskcost.analytics._filters import CALL_DIMENSIONS, MIXED, Filters, Sql, any_of, hours_scope, task_scope
-from taskcost.analytics._groups import OTHER, Top, fold_note, max_groups_option, top_values
+from taskcost.analytics._groups import OTHER, Top, capped, fold_note, max_groups_option, top_values, unranked
 from taskcost.analytics._question import Options, Question
 from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, stats, wilson_ci
 from taskcost.analytics._waste import task_hash
@@ -148,31 +148,48 @@ def _top(store: ReadStore, filters: Filters, by: str, limit: int) -> Top:
     )  # fmt: skip
 
 
-def _call_groups(store: ReadStore, filters: Filters, by: str, top: Top) -> pl.DataFrame:
-    """Per group: call attempts, priced ones, their spend and tokens, and the unpriced ones' tokens. The SQL groups by
-    (value, priced or not), plain sums being cheaper than a conditional sum per column; the two rows of a group are
-    put side by side here."""
+def _calls_sql(filters: Filters, by: str, top: Top) -> Sql:
+    """Per group and priced or not: call attempts, spend and tokens (plain sums, cheaper than a conditional sum per
+    column; ``_call_groups`` puts a group's two rows side by side)."""
     value = top.expr(CALL_DIMENSIONS[by])
-    sql = Sql("WITH ") + hours_scope(filters) + Sql("\nSELECT ") + value + Sql(" AS value," + _CALLS)
+    return Sql("WITH ") + hours_scope(filters) + Sql("\nSELECT ") + value + Sql(" AS value," + _CALLS)
+
+
+def _call_groups(calls: pl.DataFrame) -> pl.DataFrame:
+    """Per group: call attempts, priced ones, their spend and tokens, and the unpriced ones' tokens."""
     priced, unpriced = pl.col("unpriced") == 0, pl.col("unpriced") == 1
-    return (
-        frame(store, sql, filters)
-        .group_by("value")
-        .agg(
-            call_attempts=pl.col("attempts").sum().cast(pl.Int64),
-            priced_attempts=pl.col("attempts").filter(priced).sum().cast(pl.Int64),
-            call_spend_usd=pl.col("spend_usd").filter(priced).first().cast(pl.Decimal(38, 12)),
-            priced_input_tokens=pl.col("input_tokens").filter(priced).sum().cast(pl.Int64),
-            priced_output_tokens=pl.col("output_tokens").filter(priced).sum().cast(pl.Int64),
-            unpriced_input_tokens=pl.col("input_tokens").filter(unpriced).sum().cast(pl.Int64),
-            unpriced_output_tokens=pl.col("output_tokens").filter(unpriced).sum().cast(pl.Int64),
-        )
+    return calls.group_by("value").agg(
+        call_attempts=pl.col("attempts").sum().cast(pl.Int64),
+        priced_attempts=pl.col("attempts").filter(priced).sum().cast(pl.Int64),
+        call_spend_usd=pl.col("spend_usd").filter(priced).first().cast(pl.Decimal(38, 12)),
+        priced_input_tokens=pl.col("input_tokens").filter(priced).sum().cast(pl.Int64),
+        priced_output_tokens=pl.col("output_tokens").filter(priced).sum().cast(pl.Int64),
+        unpriced_input_tokens=pl.col("input_tokens").filter(unpriced).sum().cast(pl.Int64),
+        unpriced_output_tokens=pl.col("output_tokens").filter(unpriced).sum().cast(pl.Int64),
     )
 
 
-def _task_parts(store: ReadStore, filters: Filters, by: str, top: Top) -> pl.DataFrame:
+def _tasks_sql(filters: Filters, by: str, top: Top) -> Sql:
     sql = Sql("WITH ") + task_scope(filters, dimensions=(by,)) + Sql("\nSELECT ") + top.expr(by) + Sql(" AS value,")
-    return frame(store, sql + Sql(_TASKS), filters).with_columns(pl.col("n").cast(pl.Int64))
+    return sql + Sql(_TASKS)
+
+
+def _read(store: ReadStore, filters: Filters, by: str, limit: int) -> tuple[Top, pl.DataFrame, pl.DataFrame]:
+    """The calls' and the tasks' parts per group, and the fold they were read with: unfolded when both came back
+    whole with few enough values (``capped``: a value has at most 2 rows of calls and 3 of tasks; ``mixed`` and the
+    empty value are never folded), else ranked (``_top``) and read again, folded."""
+    none = Top((), 0, limit)
+    calls = frame(store, capped(_calls_sql(filters, by, none), 2 * (limit + 3)), filters)
+    tasks = frame(store, capped(_tasks_sql(filters, by, none), 3 * (limit + 3)), filters)
+    top = None
+    if calls.height <= 2 * (limit + 3) and tasks.height <= 3 * (limit + 3):
+        values = [*calls["value"].to_list(), *tasks["value"].to_list()]
+        top = unranked(values, limit, keep=(MIXED,), keep_null=True)
+    if top is None:
+        top = _top(store, filters, by, limit)
+        calls = frame(store, _calls_sql(filters, by, top), filters)
+        tasks = frame(store, _tasks_sql(filters, by, top), filters)
+    return top, calls, tasks.with_columns(pl.col("n").cast(pl.Int64))
 
 
 def _task_groups(parts: pl.DataFrame) -> pl.DataFrame:
@@ -455,10 +472,9 @@ _DETAIL = [
 def per_token(store: ReadStore, filters: Filters, options: PerTokenOptions) -> PerTokenAnswer:
     """Each ``options.by`` group's blended $/1M tokens and $/completed task, ranked both ways, with the flips named."""
     by = options.by
-    top = _top(store, filters, by, options.max_groups)
-    parts = _task_parts(store, filters, by, top)
+    top, calls, parts = _read(store, filters, by, options.max_groups)
     intervals = _intervals(store, filters, by, parts, options.confidence, top)
-    groups = _groups(_call_groups(store, filters, by, top), _task_groups(parts), intervals, options, top.folded)
+    groups = _groups(_call_groups(calls), _task_groups(parts), intervals, options, top.folded)
     other = (pl.col("value") == OTHER).fill_null(False) & pl.lit(top.folded > 0)
     groups = groups.sort(
         [pl.col("per_token_rank").is_null(), "per_token_rank", "per_task_rank", other, pl.col("value") == MIXED,
