@@ -319,3 +319,59 @@ def test_gpu_type_names_the_gpu_to_rent_not_the_traffic(store: DuckDBStore) -> N
         500,
         1e-9,
     )
+
+
+_TWO_CLUSTERS = """\
+version = "t"
+
+[[clusters]]
+id = "a100s"
+gpu_type = "A100"
+gpu_count = 1
+usd_per_gpu_hour = "1.50"
+effective_from = 2026-01-01T00:00:00Z
+
+[[clusters]]
+id = "h100s"
+gpu_type = "H100-SXM"
+gpu_count = 4
+usd_per_gpu_hour = "3.00"
+effective_from = 2026-01-01T00:00:00Z
+"""
+
+
+def test_the_gpu_price_is_the_one_the_measured_gpu_seconds_were_billed_at(store: DuckDBStore, tmp_path: Path) -> None:
+    from taskcost.pricing import Pricer, load_clusters
+
+    fleet = flat(Fleet())
+    # a100s: 1 GPU busy 30 s (30 GPU-s at $1.50); h100s: 4 GPUs busy 10 s (40 GPU-s at $3.00): the GPU-seconds the
+    # throughput pools were billed at (30 x 1.5 + 40 x 3) / 70 = $2.357142857/GPU-hour, not the last call's $3.00
+    fleet.task("sh", minute=30).call(
+        "house-llm", input_tokens=3000, output_tokens=0, at_s=0, duration_s=30, deployment="self_hosted",
+        cluster_id="a100s", gpu_count=1, gpu_type="A100",
+    ).call(
+        "house-llm", input_tokens=4000, output_tokens=0, at_s=100, duration_s=10, deployment="self_hosted",
+        cluster_id="h100s", gpu_count=4, gpu_type="H100-SXM",
+    )  # fmt: skip
+    fleet.write(store)
+    path = tmp_path / "clusters.toml"
+    path.write_text(_TWO_CLUSTERS)
+    store.allocate_clusters(Pricer(clusters=load_clusters(path)), since_ns=None, until_ns=None)
+    doc = ask(store, {"model": "cheap-1"}, self_hosted_model="house-llm")
+    s = doc["summary"]
+    assert Decimal(s["usd_per_gpu_hour"]).quantize(Decimal("1e-9")) == Decimal("2.357142857")
+    assert "2 rates of 2 clusters, weighted by their busy GPU-seconds" in s["usd_per_gpu_hour_source"]
+    # 7,000 tokens over 70 busy GPU-seconds = 100 per GPU-second; clusters of 1 and 4 GPUs: a replica is one GPU, said
+    assert close(s["tokens_per_s"], 100, 1e-9) and s["gpus_per_replica"] == 1
+    assert any("had 1-4 GPUs each: a replica is taken as 1 GPU" in n for n in doc["notes"])
+
+
+def test_unbilled_self_hosted_calls_are_priced_at_their_gpu_types_catalogue_offer(store: DuckDBStore) -> None:
+    fleet = flat(Fleet())
+    sh: dict[str, Any] = {"deployment": "self_hosted", "cluster_id": "c1", "gpu_count": 1, "gpu_type": "H100-SXM"}
+    fleet.task("sh", minute=30).call("house-llm", input_tokens=4000, output_tokens=1000, duration_s=10, **sh)
+    fleet.write(store)
+    s = ask(store, {"model": "cheap-1"}, self_hosted_model="house-llm")["summary"]  # no --gpu, no rate, no bill
+    assert (
+        s["usd_per_gpu_hour"] == "2.99" and "the GPU type the self-hosted calls ran on" in s["usd_per_gpu_hour_source"]
+    )

@@ -24,7 +24,7 @@ from pydantic import Field
 
 from taskcost._internal.lazy import np, pl
 from taskcost.analytics._answer import Answer, Table, frame
-from taskcost.analytics._breakeven_gpu import gpu_price
+from taskcost.analytics._breakeven_gpu import billed_rate, gpu_price
 from taskcost.analytics._breakeven_model import (
     Breakevens,
     Costs,
@@ -41,6 +41,8 @@ from taskcost.analytics._breakeven_sql import (
     _BUSY,
     _DETAIL,
     _GPU_TYPES_SHOWN,
+    _NO_RATE,
+    _RATE,
     _top_models,
     _traffic_sql,
     _unfolded_sql,
@@ -375,7 +377,9 @@ def _measure_filters(filters: Filters, options: BreakevenOptions) -> Filters:
     return filters.narrowed(deployment="self_hosted", provider=None, model=options.self_hosted_model or filters.model)
 
 
-def _measured(store: ReadStore, filters: Filters, options: BreakevenOptions) -> tuple[dict[str, Any], str | None]:
+def _measured(
+    store: ReadStore, filters: Filters, options: BreakevenOptions
+) -> tuple[dict[str, Any], tuple[Decimal, str | None, str] | None]:
     """Over the clusters: calls, tokens, busy time (the union of each cluster's in-flight intervals, as the clusters'
     bill is allocated), GPU-seconds busy, summed call time, GPU counts and types; and the latest billed call's price
     detail (the clusters file's rate). One row."""
@@ -383,10 +387,25 @@ def _measured(store: ReadStore, filters: Filters, options: BreakevenOptions) -> 
     want = options.usd_per_gpu_hour is None and options.gpu is None
     busy = _BUSY.format(
         hours=_MEASURE_HOURS, detail=_DETAIL if want else "", gpus=int(options.gpus_per_replica or 1),
-        types=_GPU_TYPES_SHOWN,
+        types=_GPU_TYPES_SHOWN, rate=_RATE if want else _NO_RATE,
     )  # fmt: skip
     row = frame(store, Sql("WITH ") + call_scope(scope) + Sql(busy), scope).row(0, named=True)
-    return row, row.pop("detail", None) if want else None
+    detail = row.pop("detail", None) if want else None
+    billed = billed_rate(detail) if detail is not None else None
+    if billed is not None and row.get("billed_rate") is not None:
+        # the price of a GPU-hour is the one the measured GPU-seconds were billed at, weighted as the throughput is
+        # (busy GPU-seconds per cluster), not the last billed call's: with clusters of several GPU types and rates the
+        # two differ
+        rates, clusters = int(row["distinct_rates"] or 0), int(row["rated_units"] or 0)
+        types = ", ".join(row["gpu_types"] or []) or billed[1]
+        if clusters <= 1:
+            source = billed[2]
+        elif rates <= 1:
+            source = f"{clusters} clusters at one rate, e.g. {billed[2]}"
+        else:
+            source = f"{rates} rates of {clusters} clusters, weighted by their busy GPU-seconds"
+        billed = (Decimal(str(row["billed_rate"])), types, source)
+    return row, billed
 
 
 def _throughput(units: dict[str, Any], options: BreakevenOptions) -> Throughput | None:
@@ -474,8 +493,15 @@ def breakeven(store: ReadStore, filters: Filters, options: BreakevenOptions) -> 
             + (f"of model {what} " if what else "")
             + "to measure throughput from: give --tokens-per-s (or --self-hosted-model)"
         )
-    rate, gpu_label, rate_source = gpu_price(filters, options.gpu, options.usd_per_gpu_hour, detail)
+    observed = measured.gpu_types if measured is not None else ()
+    rate, gpu_label, rate_source = gpu_price(filters, options.gpu, options.usd_per_gpu_hour, detail, observed)
     replica_gpus = options.gpus_per_replica or (measured.gpus_per_replica if measured else None) or 1
+    low, high = units.get("min_gpus"), units.get("max_gpus")
+    if options.gpus_per_replica is None and measured is not None and low is not None and low != high:
+        notes.append(
+            f"the measured clusters had {low}-{high} GPUs each: a replica is taken as 1 GPU, at the throughput per "
+            "busy GPU-second and the price of one GPU-hour (give --gpus-per-replica for a replica of several)"
+        )
     rental = Rental(
         tokens_per_s=throughput.tokens_per_s,
         usd_per_gpu_hour=rate,

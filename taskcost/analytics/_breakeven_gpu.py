@@ -9,10 +9,10 @@ from typing import Any
 from taskcost.analytics._filters import Filters
 from taskcost.analytics._question import UsageError
 
-__all__ = ["gpu_price"]
+__all__ = ["billed_rate", "gpu_price"]
 
 
-def _billed_rate(detail: Any) -> tuple[Decimal, str | None, str] | None:
+def billed_rate(detail: Any) -> tuple[Decimal, str | None, str] | None:
     """The $/GPU-hour a self-hosted call was billed at (its price detail: the clusters file's rate)."""
     try:
         doc = json.loads(detail) if isinstance(detail, str) else detail
@@ -39,11 +39,15 @@ def _catalogue(name: str) -> tuple[Decimal, str, str] | None:
 
 
 def gpu_price(
-    filters: Filters, gpu: str | None, usd_per_gpu_hour: Decimal | None, detail: Any
+    filters: Filters,
+    gpu: str | None,
+    usd_per_gpu_hour: Decimal | None,
+    billed: tuple[Decimal, str | None, str] | None,
+    observed: tuple[str, ...] = (),
 ) -> tuple[Decimal, str, str]:
     """$/GPU-hour, the GPU it is for, and where the price comes from: ``usd_per_gpu_hour`` when given, else the
-    catalogue's offer ``gpu`` (an id or a GPU type), else the rate the self-hosted calls were billed at (``detail``:
-    a billed call's price detail), else the cheapest catalogue offer of the ``gpu_type`` filter."""
+    catalogue's offer ``gpu`` (an id or a GPU type), else the rate the self-hosted calls were billed at (``billed``:
+    rate, GPU type(s), source), else the cheapest catalogue offer of the ``gpu_type`` filter."""
     named = None
     if gpu is not None:
         named = _catalogue(gpu)
@@ -53,11 +57,12 @@ def gpu_price(
         return usd_per_gpu_hour, gpu or filters.gpu_type or "GPU", "given (--usd-per-gpu-hour)"
     if named is not None:
         return named
-    billed = _billed_rate(detail) if detail is not None else None
     if billed is not None:
         return billed[0], billed[1] or filters.gpu_type or "GPU", f"billed self-hosted calls: {billed[2]}"
     if filters.gpu_type is not None and (by_filter := _catalogue(filters.gpu_type)) is not None:
         return by_filter
+    if len(observed) == 1 and (seen := _catalogue(observed[0])) is not None:
+        return seen[0], seen[1], f"{seen[2]}: the GPU type the self-hosted calls ran on, not billed"
     raise UsageError(
         "no GPU price: give --gpu (a catalogue offer or GPU type, see `taskcost prices gpus`) or --usd-per-gpu-hour"
     )

@@ -9,7 +9,7 @@ from taskcost.analytics._groups import OTHER, Top, top_values
 from taskcost.analytics._rates import UNITS, rates_cte
 from taskcost.store import ReadStore
 
-__all__ = ["_BUSY", "_DETAIL", "_GPU_TYPES_SHOWN", "_top_models", "_traffic_sql", "_unfolded_sql"]
+__all__ = ["_BUSY", "_DETAIL", "_GPU_TYPES_SHOWN", "_NO_RATE", "_RATE", "_top_models", "_traffic_sql", "_unfolded_sql"]
 
 
 _DEPLOYMENT = "CASE WHEN deployment = 'self_hosted' THEN 'self_hosted' ELSE 'api' END"
@@ -131,6 +131,7 @@ busiest AS (
 o AS (
     SELECT coalesce(cluster_id, '') AS unit, start_time, end_time, duration_s, gpu_count, gpu_type,
            coalesce(input_tokens, 0) + coalesce(output_tokens, 0) AS tokens,
+           {rate} AS rate,
            max(end_time) OVER (PARTITION BY coalesce(cluster_id, '') ORDER BY start_time
                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_end
     FROM scoped_calls
@@ -143,7 +144,8 @@ units AS (
                     THEN date_diff('microsecond', CASE WHEN before_end > start_time THEN before_end ELSE start_time END,
                                    end_time)
                     ELSE 0 END)::BIGINT AS busy_us,
-           sum(duration_s) AS call_s, max(gpu_count) AS gpus, min(gpu_count) AS min_gpus
+           sum(duration_s) AS call_s, max(gpu_count) AS gpus, min(gpu_count) AS min_gpus,
+           arg_max(rate, start_time) FILTER (WHERE rate IS NOT NULL) AS rate
     FROM o GROUP BY unit
 ),
 types AS (SELECT DISTINCT gpu_type FROM o WHERE gpu_type IS NOT NULL AND gpu_type <> '')
@@ -152,11 +154,23 @@ SELECT count(*) AS units, coalesce(sum(calls), 0)::BIGINT AS calls, coalesce(sum
        -- GPU-seconds busy: each cluster's busy time by its GPUs (unknown: --gpus-per-replica, else 1)
        sum(CAST(busy_us AS DOUBLE) / 1e6 * coalesce(gpus, {gpus})) AS gpu_s, min(min_gpus) AS min_gpus,
        max(gpus) AS max_gpus, (SELECT list(gpu_type ORDER BY gpu_type)[1:{types}] FROM types) AS gpu_types,
-       (SELECT count(*) FROM types) AS n_gpu_types{detail}
+       (SELECT count(*) FROM types) AS n_gpu_types,
+       -- the $/GPU-hour the clusters were billed at, weighted by each one's busy GPU-seconds (the throughput's weights)
+       sum(CAST(busy_us AS DECIMAL(38, 0)) * coalesce(gpus, {gpus}) * rate)
+           / nullif(sum(CASE WHEN rate IS NOT NULL THEN CAST(busy_us AS DECIMAL(38, 0)) * coalesce(gpus, {gpus}) END),
+                    0) AS billed_rate,
+       count(rate) AS rated_units, count(DISTINCT rate) AS distinct_rates{detail}
 FROM units
 """
 """The self-hosted calls' throughput in their busiest hours, per cluster (a cluster is busy while one of its calls is
 in flight) and then added up in the store: one row, whatever the number of clusters."""
 _GPU_TYPES_SHOWN = 10
+_RATE = (
+    "CASE WHEN cost_usd IS NOT NULL "
+    "THEN TRY_CAST(json_extract_string(price_detail, '$.usd_per_gpu_hour') AS DECIMAL(18, 9)) END"
+)
+"""A billed self-hosted call's $/GPU-hour (its price detail: the clusters file's rate), read only when the GPU's price
+is not given (the detail is a text column)."""
+_NO_RATE = "CAST(NULL AS DECIMAL(18, 9))"
 _DETAIL = """,
        (SELECT arg_max(price_detail, start_time) FILTER (WHERE cost_usd IS NOT NULL) FROM scoped_calls) AS detail"""
