@@ -220,7 +220,7 @@ def test_migrations_0011_to_0013_carry_golden_tasks_hourly_calls_and_answered_mo
     import duckdb
 
     from taskcost.store._migrations import _ROLLUPS
-    from taskcost.store._migrations_analytics import latest_view, task_dimensions_0010
+    from taskcost.store._migrations_analytics import analytics_columns_0009, latest_view, task_dimensions_0010
 
     db = tmp_path / "old.duckdb"
     records = [
@@ -246,6 +246,8 @@ def test_migrations_0011_to_0013_carry_golden_tasks_hourly_calls_and_answered_mo
     con.execute("DROP TABLE call_hours")
     con.execute("DROP TABLE call_hours_delta")
     con.execute(latest_view(task_dimensions_0010(_ROLLUPS), "tasks"))
+    con.execute("ALTER TABLE llm_call_rows DROP COLUMN answered_model")  # 0015's
+    con.execute(latest_view(analytics_columns_0009(_ROLLUPS), "llm_calls"))
     con.execute("DELETE FROM schema_migrations WHERE name >= '0011'")
     con.close()
 
@@ -266,8 +268,8 @@ def test_migrations_0011_to_0013_carry_golden_tasks_hourly_calls_and_answered_mo
         at = T0.replace(tzinfo=None, minute=0, second=0, microsecond=0)
         assert [(h - at).total_seconds() / 3600 for h, *_ in hours] == [0, 0, 1, 2]
         assert [tuple(r[1:]) for r in hours] == [
-            ("gpt-4o", True, 2, 1),
-            ("gpt-4o-2024-08-06", True, 1, 0),
+            ("gpt-4o", True, 1, 0),
+            ("gpt-4o-2024-08-06", True, 2, 1),  # the 429 counted under the model that answered its call (0015)
             ("gpt-4o", True, 1, 1),
             ("no-such-model-anywhere", False, 1, 0),
         ]

@@ -493,8 +493,8 @@ def breakeven(store: ReadStore, filters: Filters, options: BreakevenOptions) -> 
             + (f"of model {what} " if what else "")
             + "to measure throughput from: give --tokens-per-s (or --self-hosted-model)"
         )
-    observed = measured.gpu_types if measured is not None else ()
-    rate, gpu_label, rate_source = gpu_price(filters, options.gpu, options.usd_per_gpu_hour, detail, observed)
+    ran_on = measured.gpu_types if measured is not None else ()
+    rate, gpu_label, rate_source = gpu_price(filters, options.gpu, options.usd_per_gpu_hour, detail, ran_on)
     replica_gpus = options.gpus_per_replica or (measured.gpus_per_replica if measured else None) or 1
     low, high = units.get("min_gpus"), units.get("max_gpus")
     if options.gpus_per_replica is None and measured is not None and low is not None and low != high:

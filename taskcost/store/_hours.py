@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import duckdb
 
+from taskcost.store._answers import MODEL
 from taskcost.store._sql import count
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "adjust_hours",
     "create_hours",
     "fold_hours",
+    "move_hours",
     "rebuild_hours",
     "rebuild_sql",
 ]
@@ -37,7 +39,7 @@ HOUR_KEYS = {
     "project": "project",
     "hour": "date_trunc('hour', make_timestamp(start_ns // 1000))",
     "provider": "provider",
-    "model": "coalesce(response_model, request_model)",
+    "model": MODEL,
     "deployment": "deployment",
     "engine": "engine",
     "engine_version": "engine_version",
@@ -112,9 +114,13 @@ HAVING sum(attempts) <> 0;
 """
 
 
-def rebuild_sql() -> str:
-    """An INSERT of every stored call that counts into (an empty) ``call_hours``."""
-    return f"INSERT INTO call_hours BY NAME {_per_hour('(SELECT * FROM llm_call_rows WHERE NOT duplicate)')}"
+def rebuild_sql(model: str = MODEL) -> str:
+    """An INSERT of every stored call that counts into (an empty) ``call_hours``; ``model``: the model key's SQL (a
+    migration's own: before 0015 the rows had no ``answered_model``)."""
+    src = "(SELECT * FROM llm_call_rows WHERE NOT duplicate)"
+    if model != MODEL:
+        src = f"(SELECT *, {model} AS answered_model FROM llm_call_rows WHERE NOT duplicate)"
+    return f"INSERT INTO call_hours BY NAME {_per_hour(src)}"
 
 
 def rebuild_hours(cur: duckdb.DuckDBPyConnection) -> None:
@@ -125,8 +131,18 @@ def rebuild_hours(cur: duckdb.DuckDBPyConnection) -> None:
 
 
 def add_to_hours(cur: duckdb.DuckDBPyConnection, calls: str) -> None:
-    """Append a commit's counted calls (``calls``: a relation of llm_call_rows rows, no duplicate), per key."""
-    cur.execute(f"INSERT INTO call_hours_delta BY NAME {_per_hour(calls)}")
+    """Append a commit's counted calls (``calls``: a relation of llm_call_rows rows as a batch carries them, without
+    ``answered_model``, which the writer sets after: ``_answers``), per key."""
+    src = f"(SELECT *, CAST(NULL AS VARCHAR) AS answered_model FROM {calls})"
+    cur.execute(f"INSERT INTO call_hours_delta BY NAME {_per_hour(src)}")
+
+
+def move_hours(cur: duckdb.DuckDBPyConnection, moves: str) -> None:
+    """Append moves (``moves``: a relation of llm_call_rows rows with a ``sign`` column, +1 in, -1 out), per key."""
+    cur.execute(
+        f"INSERT INTO call_hours_delta BY NAME SELECT * FROM ({_per_hour(moves, 'sign')}) "
+        "WHERE attempts <> 0 OR cost_usd <> 0"
+    )
 
 
 def fold_hours(cur: duckdb.DuckDBPyConnection, fold_rows: int) -> None:
@@ -159,7 +175,4 @@ def adjust_hours(cur: duckdb.DuckDBPyConnection, changed: str, old: str) -> None
         f"UNION ALL BY NAME SELECT c.* REPLACE (o.old_cost_usd AS cost_usd), -1 AS sign FROM {changed} AS c "
         f"JOIN {old} AS o USING (project, trace_id, span_id) WHERE NOT c.duplicate)"
     )
-    cur.execute(
-        f"INSERT INTO call_hours_delta BY NAME SELECT * FROM ({_per_hour(moves, 'sign')}) "
-        "WHERE attempts <> 0 OR cost_usd <> 0"
-    )
+    move_hours(cur, moves)

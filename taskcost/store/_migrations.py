@@ -8,8 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from taskcost.store._migrations_analytics import analytics_columns_0009, task_dimensions_0010
-from taskcost.store._migrations_rollups import answered_model_0013, call_hours_0012, task_golden_0011
+from taskcost.store._migrations_analytics import analytics_columns_0009, latest_view, task_dimensions_0010
+from taskcost.store._migrations_rollups import (
+    answered_model_0013,
+    answered_model_0015,
+    call_hours_0012,
+    task_golden_0011,
+)
 
 __all__ = ["MIGRATIONS", "Migration", "apply_migrations", "pending_migrations"]
 
@@ -550,6 +555,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0012_hourly_call_rollup", call_hours_0012()),
     Migration("0013_answered_model_of_a_task", answered_model_0013(_ROLLUPS)),
     Migration("0014_span_dropped_counts", _DROPPED_COUNTS),
+    Migration(
+        "0015_answered_model_of_each_attempt",
+        answered_model_0015(latest_view(analytics_columns_0009(_ROLLUPS), "llm_calls")),
+    ),
 )
 
 _LEDGER = """

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from taskcost.store._answers import MODEL, backfill_sql
 from taskcost.store._hours import create_hours, rebuild_sql
 from taskcost.store._migrations_analytics import latest_view, task_dimensions_0010, with_replaced
 
@@ -52,8 +53,27 @@ def task_golden_0011(rollups: str) -> str:
 
 
 def call_hours_0012() -> str:
-    """Migration 0012's SQL: the tables, the view, and the stored calls added up."""
-    return create_hours() + rebuild_sql() + ";\n"
+    """Migration 0012's SQL: the tables, the view, and the stored calls added up (by the model key of then)."""
+    return create_hours() + rebuild_sql(model="coalesce(response_model, request_model)") + ";\n"
+
+
+def answered_model_0015(llm_calls: str) -> str:
+    """Migration 0015's SQL: each attempt without a response takes the model that answered its logical call (else its
+    task: ``_answers``), ``llm_calls.model`` says it (``llm_calls``: the view's latest definition), and the hourly
+    roll-up is counted again by it."""
+    view = with_replaced(
+        llm_calls,
+        "    coalesce(response_model, request_model) AS model,\n",
+        f"    {MODEL} AS model,\n",
+    )
+    return (
+        "ALTER TABLE llm_call_rows ADD COLUMN IF NOT EXISTS answered_model VARCHAR;\n"
+        + backfill_sql()
+        + view
+        + "\nDELETE FROM call_hours_delta;\nDELETE FROM call_hours;\n"
+        + rebuild_sql()
+        + ";\n"
+    )
 
 
 _MODEL_0010 = (

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import duckdb
 
-from taskcost.store import _dedupe, _hours
+from taskcost.store import _answers, _dedupe, _hours
 from taskcost.store._dedupe import RESPONSE_KEY
 from taskcost.store._migrations_analytics import TASK_DIMENSIONS
 from taskcost.store._sql import count
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 # Columns of llm_call_rows the writer decides (not part of an incoming batch).
-WRITER_COLUMNS = ("duplicate",)
+WRITER_COLUMNS = ("duplicate", "answered_model")
 
 TASK_KEY = "md5_number(project || chr(31) || task_id)"
 
@@ -263,6 +263,8 @@ def rebuild(cur: duckdb.DuckDBPyConnection, window: int) -> None:
         "WHERE c.rowid = m.rid AND c.duplicate <> m.duplicate"
     )
     _dedupe.rebuild(cur, window)
+    cur.execute("UPDATE llm_call_rows SET answered_model = NULL WHERE answered_model IS NOT NULL")
+    cur.execute(_answers.backfill_sql())
     cur.execute("DELETE FROM task_rollup_delta")
     cur.execute("DELETE FROM task_rollup")
     select = _per_task("(SELECT * FROM llm_call_rows WHERE NOT duplicate)", "task_rows", "tool_call_rows")

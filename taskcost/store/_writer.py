@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from taskcost.store import _dedupe, _hours, _rollup
+from taskcost.store import _answers, _dedupe, _hours, _rollup
 from taskcost.store._base import CommitInfo, StoreBusyError, StoreUnavailableError
 from taskcost.store._engine import engine_message, is_fatal
 from taskcost.store._rows import TABLES, PreparedBatch
@@ -319,6 +319,7 @@ class Writer:
             _rollup.add_to_tasks(cur, calls, sources.get("task_rows"), sources.get("tool_call_rows"))
             if calls is not None:
                 _hours.add_to_hours(cur, calls)
+                _answers.resolve_answers(cur, calls, _hours.move_hours)
             if calls not in (None, sources.get("llm_call_rows")):
                 _rollup.drop_stage(cur)
             if only_new:
