@@ -375,3 +375,19 @@ def test_unbilled_self_hosted_calls_are_priced_at_their_gpu_types_catalogue_offe
     assert (
         s["usd_per_gpu_hour"] == "2.99" and "the GPU type the self-hosted calls ran on" in s["usd_per_gpu_hour_source"]
     )
+
+
+def test_a_six_minute_window_is_not_an_hour_of_traffic(store: DuckDBStore) -> None:
+    # two calls of $1.00 (950,000 tokens each) in the first 6 minutes of an hour, no --since/--until: observed 360 s,
+    # so the hour counts at its rate, x 3600 / 360 = 10: $20 and 19,000,000 tokens an hour, $14,600 a month
+    fleet = Fleet()
+    fleet.task("a", minute=0).call("cheap-1", input_tokens=900_000, output_tokens=50_000, duration_s=60)
+    fleet.task("b", minute=5).call("cheap-1", input_tokens=900_000, output_tokens=50_000, duration_s=60)
+    fleet.write(store)
+    doc = breakeven(store, Filters(), BreakevenOptions(usd_per_gpu_hour=Decimal("0.5"), tokens_per_s=1000)).to_json()
+    s = doc["summary"]
+    assert s["api_monthly_usd"] == "14600.000000000000"
+    assert close(s["tokens_per_hour"], 19_000_000)
+    traffic = doc["tables"]["traffic"]
+    row = dict(zip(traffic["columns"], traffic["rows"][0], strict=True))
+    assert close(row["tokens_per_hour"], 19_000_000) and row["api_monthly_usd"] == "14600.000000000000"

@@ -218,6 +218,40 @@ def _window(filters: Filters, hours: pl.Series) -> tuple[datetime, int]:
     return lo, n
 
 
+def _edge_scales(store: ReadStore, filters: Filters, start: datetime, hours: int) -> tuple[Decimal, Decimal]:
+    """What the first and the last hour of the window count for, against the part of them observed: 3600 s / the
+    seconds observed (1 for a whole hour). The window begins at ``since`` (else the first call's start) and ends at
+    ``until`` (else the last call's end); a one-hour window's two scales are the same. Measured for windows shorter
+    than a week (the calls' first start and last end: one read); longer ones take whole hours (an edge is then under
+    1% of the window)."""
+    one = Decimal(1)
+    if hours >= _LOW_WINDOW_H:
+        return one, one
+    lo = naive_utc(filters.since) if filters.since is not None else None
+    hi = naive_utc(filters.until) if filters.until is not None else None
+    if lo is None or hi is None:
+        edges = (
+            Sql("WITH ")
+            + call_scope(filters)
+            + Sql(" SELECT min(start_time) AS lo, max(end_time) AS hi FROM scoped_calls")
+        )
+        row = frame(store, edges, filters).row(0, named=True)
+        lo = lo if lo is not None else row["lo"]
+        hi = hi if hi is not None else row["hi"]
+    end = start + timedelta(hours=hours)
+    lo = max(lo or start, start)
+    hi = min(hi or end, end)
+
+    def scale(a: datetime, b: datetime) -> Decimal:
+        seen = Decimal((b - a) // timedelta(microseconds=1)) / Decimal(1_000_000)
+        return (Decimal(3600) / seen).quantize(Decimal("1e-9")) if seen > 0 else one
+
+    if hours == 1:
+        both = scale(lo, hi)
+        return both, both
+    return scale(lo, start + timedelta(hours=1)), scale(end - timedelta(hours=1), hi)
+
+
 def _rates(
     store: ReadStore, filters: Filters, options: BreakevenOptions, models: pl.DataFrame, at: datetime
 ) -> pl.DataFrame:
@@ -297,6 +331,15 @@ def _traffic(
     keys = ["provider", "model", "deployment", "tail_priced"]
     if hourly.is_empty():
         return hourly, None, pl.DataFrame(), top
+    start, hours = _window(filters, hourly["hour"])
+    if hours > _MAX_HOURS:
+        raise UsageError(f"the window is {hours:,} hours long; give --since / --until within 5 years")
+    # an hour at either end observed in part (a 6-minute window is not an hour of traffic) counts at its rate
+    first, last = _edge_scales(store, filters, start, hours)
+    h = (pl.col("hour") - start).dt.total_hours()
+    scale = pl.when(h == 0).then(pl.lit(first)).when(h == hours - 1).then(pl.lit(last)).otherwise(pl.lit(Decimal(1)))
+    hourly = hourly.with_columns(scale.cast(pl.Decimal(38, 12)).alias("scale"), h.alias("h"))
+    scaled_tokens = (pl.col("input_tokens") + pl.col("output_tokens")).cast(pl.Decimal(38, 12)) * pl.col("scale")
     models = hourly.group_by(keys).agg(
         pl.col("calls").sum(),
         pl.col("priced_calls").sum(),
@@ -304,10 +347,8 @@ def _traffic(
         *(pl.col(c).sum() for c in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")),
         pl.col("hour").n_unique().alias("active_hours"),
         pl.col("tail_api_usd").sum(),
+        scaled_tokens.sum().alias("scaled_tokens"),
     )
-    start, hours = _window(filters, hourly["hour"])
-    if hours > _MAX_HOURS:
-        raise UsageError(f"the window is {hours:,} hours long; give --since / --until within 5 years")
     at = min(start + timedelta(hours=hours), datetime.now(UTC).replace(tzinfo=None)).replace(tzinfo=UTC)
     rates = _rates(store, filters, options, models, at)
     tokens = {
@@ -330,9 +371,8 @@ def _traffic(
     models = models.with_columns(priced.alias("priced"), in_sql.alias("in_sql"))
     hourly = hourly.join(models.select(*keys, *UNITS, "priced", "in_sql"), on=keys, how="left", nulls_equal=True)
     hourly = hourly.filter(pl.col("priced")).with_columns(
-        api_umtok.alias("api_umtok"),
-        (pl.col("input_tokens") + pl.col("output_tokens")).alias("tokens"),
-        ((pl.col("hour") - start).dt.total_hours()).alias("h"),
+        (api_umtok.cast(pl.Decimal(38, 18)) * pl.col("scale")).alias("api_umtok"),
+        scaled_tokens.round(0).cast(pl.Int64).alias("tokens"),
     )
     per_hour = hourly.group_by("h").agg(pl.col("tokens").sum(), pl.col("api_umtok").sum()).sort("h")
     window_hours = hours
@@ -345,7 +385,7 @@ def _traffic(
         "cache_read_tokens",
         "cache_write_tokens",
         "output_tokens",
-        ((pl.col("input_tokens") + pl.col("output_tokens")) / window_hours).alias("tokens_per_hour"),
+        (pl.col("scaled_tokens").cast(pl.Float64) / window_hours).alias("tokens_per_hour"),
         "active_hours",
         pl.col("priced_at").fill_null("no rate: excluded").alias("priced_at"),
         *(pl.col(u).alias(f"{u}_usd_per_mtok") for u in UNITS),

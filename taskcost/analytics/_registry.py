@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from taskcost.analytics import _breakeven, _cache, _canary, _changes, _cost, _per_token
+from taskcost.analytics import _breakeven, _cache, _canary, _changes, _cost, _per_token, _reconcile
 from taskcost.analytics._question import Question
 
 __all__ = ["QUESTIONS"]
@@ -18,5 +18,6 @@ QUESTIONS: dict[str, Question[Any]] = {
         _canary.QUESTION,
         _breakeven.QUESTION,
         _changes.QUESTION,
+        _reconcile.QUESTION,
     )
 }

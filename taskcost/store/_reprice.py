@@ -377,6 +377,9 @@ def _cluster_pass(
             break
         lo, hi = new_lo, new_hi
         rows = _self_hosted_rows(cur, lo, hi)
+    # a second report of a stored response (``duplicate``) is counted nowhere: it takes no share of a bill, else part
+    # of the attributed dollars would sit on a call no view shows
+    rows = [r for r in rows if r[7]]
     report.self_hosted_calls = len(rows)
     calls = [SelfHostedCall((r[0], r[1], r[2]), r[5], r[3], r[4]) for r in rows]
     allocated = allocate_self_hosted(pricer, calls, lo, hi, closed)
