@@ -54,6 +54,15 @@ class _ProjectScoped:
     def arrow(self, sql: str, params: list[Any] | None = None, **kwargs: Any) -> Any:
         return self._store.arrow(sql, params, **{**kwargs, "project": self._project()})
 
+    def caller_project(self) -> str | None:
+        """The project this request reads (None: every project); a question over data that is not per project (the
+        clusters' bills) narrows itself to it."""
+        return self._project()
+
+    def cluster_costs(self, **options: Any) -> Any:
+        self._project()  # only for a request that passed the key check
+        return self._store.cluster_costs(**options)  # type: ignore[attr-defined]
+
 
 def _pages() -> list[Any]:
     from dashboards.pages import PAGES

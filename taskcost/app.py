@@ -79,6 +79,9 @@ class _GatedReads:
     def arrow(self, sql: str, params: list[Any] | None = None, **kwargs: Any) -> pa.Table:
         return self._gate.run(kwargs.get("project"), self._store.arrow, sql, params, **kwargs)
 
+    def cluster_costs(self, **options: Any) -> Any:
+        return self._store.cluster_costs(**options)
+
 
 def _server_figures(app: FastAPI, settings: Settings, store: Store) -> Callable[[], dict[str, Any]]:
     """The server's own figures for the dashboards' Data health page: its counters (what /metrics exposes: the

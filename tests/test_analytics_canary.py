@@ -180,25 +180,27 @@ def test_a_costlier_candidate_fails_on_a_critical_metric_with_exact_money_and_co
     # baseline: 30 completed + 1 failed task, one cheap-1 call each (1,000 in / 100 out = $0.001 + $0.0002)
     arm(fleet, BASE, [1] * 30, tasks=30, prefix="b")
     fleet.task("b-failed", outcome="failed", minute=40).call("cheap-1", engine_version=BASE)
-    # candidate: 30 completed tasks, one pricey-1 call each ($0.01 + $0.002 = $0.012); one task also has a call of
-    # a model without a price (unpriced: coverage, not $0)
+    # candidate: 30 completed tasks, one pricey-1 call each ($0.01 + $0.002 = $0.012), and a 31st that also has a call
+    # of a model without a price (unpriced: coverage, not $0)
     arm(fleet, CAND, [1] * 30, tasks=30, prefix="c", minute=0.5, model="pricey-1")
-    fleet.tasks[-1].call("mystery-9", engine_version=CAND)
+    fleet.task("c-unpriced", minute=40.5).call("pricey-1", engine_version=CAND).call("mystery-9", engine_version=CAND)
     fleet.write(store)
     answer = ask(store)
     by_arm = arms(answer)
-    # baseline: 31 x $0.0012 = $0.0372 over 30 completed = $0.00124; candidate: 30 x $0.012 / 30 = $0.012
+    # baseline: 31 x $0.0012 = $0.0372 over 30 completed = $0.00124; candidate: the task with an unpriced call is left
+    # out of its cost per completed task (not counted as $0): 30 x $0.012 / 30 = $0.012
     assert by_arm["baseline"]["cost_usd"] == Decimal("0.0372")
     assert by_arm["baseline"]["cost_per_completed_task_usd"] == Decimal("0.00124")
     assert by_arm["candidate"]["cost_per_completed_task_usd"] == Decimal("0.012")
-    assert (by_arm["candidate"]["unpriced_calls"], by_arm["candidate"]["attempts"]) == (1, 31)
+    assert (by_arm["candidate"]["unpriced_calls"], by_arm["candidate"]["attempts"]) == (1, 32)
+    assert (by_arm["candidate"]["unpriced_tasks"], by_arm["candidate"]["priced_completed_tasks"]) == (1, 30)
     cost = metric(answer, "cost_per_completed_task")
-    # 0.012 / 0.00124 = 9.677...
+    # 0.012 / 0.00124 = 9.677..., over the fully priced completed tasks
     assert cost["effect"] == pytest.approx(0.012 / 0.00124) and (cost["n_baseline"], cost["n_candidate"]) == (30, 30)
     assert (cost["critical"], cost["decision"], cost["outcome"]) == (True, "fail", "worse")
     assert answer.verdict == "fail"
     assert answer.notes[0] == "verdict fail: critical metric worse: cost_per_completed_task."
-    assert any("coverage, candidate: 1 of 31 call attempts" in n for n in answer.notes)
+    assert any("coverage, candidate: 1 of 32 call attempts" in n for n in answer.notes)
     assert answer.to_json()["summary"]["candidate_cost_per_completed_task_usd"] == "0.012000000000"
 
 

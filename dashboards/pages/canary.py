@@ -372,12 +372,22 @@ def metrics_table(ans: dict[str, Any]) -> Any:
     )
 
 
+def _per_task_cover(arm: Mapping[str, Any]) -> str | None:
+    """A cost per completed task is over the arm's fully priced tasks: the ones left out are counted, never $0."""
+    left_out = arm.get("unpriced_tasks") or 0
+    if not left_out:
+        unpriced, attempts = arm["unpriced_calls"] or 0, arm["attempts"] or 0
+        return f"{attempts - unpriced:,} of {attempts:,} attempts priced" if attempts else None
+    return (
+        f"over {arm.get('priced_completed_tasks') or 0:,} of {arm['completed_tasks']:,} completed tasks; "
+        f"{left_out:,} tasks with an unpriced call or tool call left out, not $0"
+    )
+
+
 def _money_cell(v: Any, arm: Mapping[str, Any] | None) -> Any:
     if arm is None:
         return money(v)
-    unpriced, attempts = arm["unpriced_calls"] or 0, arm["attempts"] or 0
-    cover = f"{attempts - unpriced:,} of {attempts:,} attempts priced" if attempts else None
-    return money(v, cover)
+    return money(v, _per_task_cover(arm))
 
 
 def arms_table(ans: dict[str, Any]) -> Any:
@@ -416,7 +426,7 @@ def arms_table(ans: dict[str, Any]) -> Any:
                     dmc.TableTd(f"{a['completed_tasks']:,}"),
                     dmc.TableTd(f"{a['running_tasks']:,}"),
                     dmc.TableTd(money(a["cost_usd"], cover)),
-                    dmc.TableTd(money(a["cost_per_completed_task_usd"], cover)),
+                    dmc.TableTd(money(a["cost_per_completed_task_usd"], _per_task_cover(a))),
                     dmc.TableTd(_time(a["first_call"])),
                     dmc.TableTd(_time(a["last_call"])),
                 ],

@@ -81,14 +81,36 @@ GROUP_PARTS: tuple[tuple[str, str, str], ...] = (
 
 
 def _group_coverage(g: Mapping[str, Any]) -> str:
-    if not g["unpriced_calls"]:
-        return "all call attempts priced"
-    return f"{pct(g['priced_share'])} of call attempts priced ({g['unpriced_calls']:,} unpriced, not in the dollars)"
+    tools = g.get("unpriced_tool_calls") or 0
+    if not g["unpriced_calls"] and not tools:
+        return "all call attempts and tool calls priced"
+    return (
+        f"{pct(g['priced_share'])} of call attempts and tool calls priced ({g['unpriced_calls']:,} attempts and "
+        f"{tools:,} tool calls unpriced, not in the dollars; {g.get('unpriced_tasks') or 0:,} tasks with any left out "
+        "of the cost per completed task)"
+    )
+
+
+def _per_task_coverage(s: Mapping[str, Any]) -> str:
+    """Which completed tasks the cost per completed task is over: the fully priced ones (unpriced is never $0)."""
+    left_out = int(s.get("unpriced_completed_tasks") or 0)
+    if not left_out:
+        return coverage_text(int(s["attempts"]), int(s["unpriced_calls"]))
+    return (
+        f"over the {int(s.get('priced_completed_tasks') or 0):,} of {int(s['completed']):,} completed tasks fully "
+        f"priced ({left_out:,} with an unpriced call attempt or tool call left out, not counted as $0)"
+    )
+
+
+def _unpriced(g: Mapping[str, Any]) -> str:
+    return "no completed task" if not g["completed"] else "unpriced (no fully priced completed task)"
 
 
 # -- the headline ------------------------------------------------------------------------------------------------
 def _headline(s: Mapping[str, Any]) -> Any:
     cover = coverage_text(int(s["attempts"]), int(s["unpriced_calls"]))
+    if s.get("unpriced_tool_calls"):
+        cover += f"; {coverage_text(int(s['tool_calls']), int(s['unpriced_tool_calls']), 'tool calls')}"
     if s.get("ci_low_usd") is not None:
         level = f"{s['confidence'] * 100:.0f}%"
         ci = f"{level} interval {usd(s['ci_low_usd'])} – {usd(s['ci_high_usd'])} ({s['ci_method']})"
@@ -104,7 +126,7 @@ def _headline(s: Mapping[str, Any]) -> Any:
         [
             stat(
                 "Cost per completed task",
-                money(s.get("cost_per_completed_task_usd"), cover),
+                money(s.get("cost_per_completed_task_usd"), _per_task_coverage(s)),
                 ci,
                 id="cost-per-completed",
             ),
@@ -234,7 +256,7 @@ def _cost_by_group(groups: list[dict[str, Any]], by: str, confidence: float) -> 
     fig.update_yaxes(
         tickvals=[label_of(g[by]) for g in top],
         ticktext=[
-            f"{label_of(g[by])} · {'no completed task' if v is None else usd(g['cost_per_completed_task_usd'])}"
+            f"{label_of(g[by])} · {_unpriced(g) if v is None else usd(g['cost_per_completed_task_usd'])}"
             for g, v in zip(top, vals, strict=True)
         ],
     )

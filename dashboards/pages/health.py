@@ -4,7 +4,7 @@ project; the server's counters are the whole server's (every project), as ``/met
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dash
@@ -14,7 +14,15 @@ from dash import Dash, Input, Output, dcc, html
 
 from dashboards._ui import empty_state, page, safe_callback, stat
 from dashboards.app import PageContext
-from taskcost.analytics import IngestActivity, ingest_activity, missing_prices, price_sources
+from taskcost.analytics import (
+    QUESTIONS,
+    Filters,
+    IngestActivity,
+    format_usd,
+    ingest_activity,
+    missing_prices,
+    price_sources,
+)
 
 __all__ = ["register"]
 
@@ -297,6 +305,36 @@ def _unpriced(store: Any) -> Any:
     )
 
 
+RECONCILE_DAYS = 30
+
+
+def _reconcile(store: Any, now: datetime) -> Any:
+    """Does every dollar add up: the last ``RECONCILE_DAYS`` days' reconciliation (``taskcost reconcile``), its
+    headline and its lines. The check to run before trusting any other page."""
+    q = QUESTIONS["reconcile"]
+    since = (now - timedelta(days=RECONCILE_DAYS)).replace(minute=0, second=0, microsecond=0)
+    ans = q.run(store, Filters.model_validate({"since": since}), q.options.model_validate({}))
+    s = ans.summary()
+    closes = bool(s.get("closes")) and bool(s.get("bills_balance", True))
+    head = dmc.Alert(s["headline"], color="green" if closes else "orange", id="health-reconcile")
+    lines = ans.tables()[0].frame
+    rows = [
+        [
+            r["kind"],
+            r["name"],
+            _n(r["calls"]),
+            _n(r["unpriced_calls"]),
+            format_usd(r["usd"], none="—" if r["calls"] is None else "unpriced"),
+        ]
+        for r in lines.iter_rows(named=True)
+    ]
+    body: list[Any] = [head]
+    if rows:
+        body.append(_table(["line", "provider / cluster / tool", "calls", "unpriced", "paid"], rows, id="health-lines"))
+    body += [dmc.Text(n, size="xs", c="dimmed") for n in ans.notes]
+    return dmc.Stack(body, gap="xs")
+
+
 def register(app: Dash, ctx: PageContext) -> None:
     def layout(**query: str) -> Any:
         return page(
@@ -339,6 +377,12 @@ def register(app: Dash, ctx: PageContext) -> None:
                     size="sm",
                     c="dimmed",
                     id="health-scope",
+                ),
+                _section(
+                    "Does every dollar add up",
+                    _reconcile(ctx.store, now),
+                    note=f"The last {RECONCILE_DAYS} days: API + GPU attributed + GPU idle + tools = what was paid "
+                    "(taskcost reconcile).",
                 ),
                 _section("Stored spans", _ingest(act), note="From the spans' receive times in the store."),
                 _section("Server intake", server, note="Every project, since the server started (as /metrics)."),

@@ -37,6 +37,7 @@ from taskcost.analytics._canary_stats import (
     ratio_of_ratios_cis,
     verdict,
 )
+from taskcost.analytics._cost_priced import fully_priced, unpriced_tools_cte, unpriced_tools_join
 from taskcost.analytics._filters import CALL_DIMENSIONS, TASK_DIMENSIONS, Filters, Sql, call_scope, task_scope, utc_text
 from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.analytics._stats import BOOTSTRAP_RESAMPLES, Interval, difference_ci, micro_usd
@@ -148,6 +149,7 @@ class CanaryAnswer(Answer):
             out[f"{arm}_finished_tasks"] = row["finished_tasks"]
             out[f"{arm}_cost_per_completed_task_usd"] = row["cost_per_completed_task_usd"]
             out[f"{arm}_unpriced_calls"] = row["unpriced_calls"]
+            out[f"{arm}_unpriced_tasks"] = row["unpriced_tasks"]
         out["confidence"] = self.confidence
         out["call_sample"] = self.call_sample
         return out
@@ -275,13 +277,16 @@ def _sample(
 def _task_frame(
     store: ReadStore, filters: Filters, dim: str, values: dict[str, str], cutoffs: dict[str, datetime]
 ) -> pl.DataFrame:
-    """One row per task of either arm: arm, outcome, cost_usd, unpriced_calls, attempts, tokens."""
+    """One row per task of either arm: arm, outcome, cost_usd, unpriced_calls, attempts, tokens, tool_calls,
+    unpriced_tools, priced (fully priced: ``_cost_priced``)."""
     column = dim if dim in CALL_DIMENSIONS else TASK_DIMENSIONS[dim]  # task_scope names cluster_id "cluster"
-    sql = Sql("WITH ") + task_scope(filters, (dim,)) + Sql(" SELECT ") + _arm_label(column, values["baseline"])
+    sql = Sql("WITH ") + task_scope(filters, (dim,)) + Sql(", ") + unpriced_tools_cte(filters)
+    sql += Sql(" SELECT ") + _arm_label(column, values["baseline"])
     sql += Sql(
         ", outcome, cost_usd, coalesce(unpriced_calls, 0) AS unpriced_calls, coalesce(attempts, 0) AS attempts, "
-        "coalesce(input_tokens, 0) + coalesce(output_tokens, 0) AS tokens "
-        f"FROM scoped_tasks WHERE {column} IN (?, ?)",
+        "coalesce(input_tokens, 0) + coalesce(output_tokens, 0) AS tokens, coalesce(tool_calls, 0) AS tool_calls, "
+        f"coalesce(ut.unpriced_tool_calls, 0) AS unpriced_tools, {fully_priced()} AS priced "
+        f"FROM scoped_tasks{unpriced_tools_join()} WHERE {column} IN (?, ?)",
         [values["baseline"], values["candidate"]],
     )
     if cutoffs:
@@ -304,18 +309,24 @@ class _Arm:
     finished: int
     completed: int
     running: int
-    cost_usd: Decimal
+    cost_usd: Decimal | None  # the priced part of every finished task; None when none has one
     unpriced_calls: int
     attempts: int
-    task_cost_micro: np.ndarray  # per finished task
-    task_completed: np.ndarray
-    task_tokens: np.ndarray
+    tool_calls: int
+    unpriced_tool_calls: int
+    unpriced_tasks: int  # finished tasks with an unpriced call attempt or tool call: not in the cost per task
+    priced_completed: int  # completed tasks fully priced
+    priced_cost_usd: Decimal  # the spend of the fully priced finished tasks
+    task_cost_micro: np.ndarray  # per fully priced finished task
+    task_completed: np.ndarray  # per fully priced finished task
+    task_tokens: np.ndarray  # per finished task
 
     @property
     def cost_per_completed(self) -> Decimal | None:
-        if not self.completed:
+        """Over the fully priced tasks only (``_cost_priced``): None without a fully priced completed task."""
+        if not self.priced_completed:
             return None
-        return (self.cost_usd / self.completed).quantize(Decimal("1e-12"))
+        return (self.priced_cost_usd / self.priced_completed).quantize(Decimal("1e-12"))
 
     @property
     def tokens_per_task(self) -> float | None:
@@ -327,7 +338,9 @@ def _arm(arm: str, value: str, counts: dict[str, dict[str, Any]], sample: pl.Dat
     s = sample.filter(pl.col("value") == value)
     t = tasks.filter(pl.col("arm") == arm)
     finished = t.filter(pl.col("outcome").is_not_null())
-    cost = finished["cost_usd"].sum() if finished.height else None
+    cost = finished["cost_usd"].sum() if finished["cost_usd"].null_count() < finished.height else None
+    priced = finished.filter(pl.col("priced"))
+    priced_cost = priced["cost_usd"].sum() if priced.height else None
     return _Arm(
         value=value,
         calls=int(row.get("calls") or 0),
@@ -341,11 +354,17 @@ def _arm(arm: str, value: str, counts: dict[str, dict[str, Any]], sample: pl.Dat
         finished=finished.height,
         completed=int((finished["outcome"] == "completed").sum()),
         running=t.height - finished.height,
-        cost_usd=Decimal(cost) if cost is not None else Decimal(0),
+        cost_usd=Decimal(cost) if cost is not None else None,
         unpriced_calls=int(finished["unpriced_calls"].sum()),
         attempts=int(finished["attempts"].sum()),
-        task_cost_micro=micro_usd(finished["cost_usd"]),
-        task_completed=(finished["outcome"] == "completed").cast(pl.Float64).to_numpy(),
+        tool_calls=int(finished["tool_calls"].sum()),
+        unpriced_tool_calls=int(finished["unpriced_tools"].sum()),
+        unpriced_tasks=finished.height - priced.height,
+        priced_completed=int((priced["outcome"] == "completed").sum()),
+        # a fully priced task without a cost has no call nor tool call at all: it cost nothing
+        priced_cost_usd=Decimal(priced_cost) if priced_cost is not None else Decimal(0),
+        task_cost_micro=micro_usd(priced["cost_usd"]),
+        task_completed=(priced["outcome"] == "completed").cast(pl.Float64).to_numpy(),
         task_tokens=finished["tokens"].cast(pl.Float64).to_numpy(),
     )
 
@@ -388,13 +407,15 @@ def _compare(arms: tuple[_Arm, _Arm], options: CanaryOptions) -> dict[str, Compa
 
     cb, cc = b.cost_per_completed, c.cost_per_completed
     tb, tc = b.tokens_per_task, c.tokens_per_task
-    cost_ci, tokens_ci = ratio_of_ratios_cis(
-        [(b.task_cost_micro, b.task_completed), (b.task_tokens, np.ones(b.finished))],
-        [(c.task_cost_micro, c.task_completed), (c.task_tokens, np.ones(c.finished))],
-        conf,
+    # cost over the fully priced tasks (``_cost_priced``), tokens over every finished task: resampled apart
+    [cost_ci] = ratio_of_ratios_cis(
+        [(b.task_cost_micro, b.task_completed)], [(c.task_cost_micro, c.task_completed)], conf
+    )
+    [tokens_ci] = ratio_of_ratios_cis(
+        [(b.task_tokens, np.ones(b.finished))], [(c.task_tokens, np.ones(c.finished))], conf
     )
     out["cost_per_completed_task"] = Compared(
-        (b.completed, c.completed),
+        (b.priced_completed, c.priced_completed),
         (None if cb is None else str(cb), None if cc is None else str(cc)),
         effect("cost_per_completed_task", float(cc / cb) if cb and cc is not None else None, cost_ci),
     )
@@ -409,11 +430,12 @@ def _compare(arms: tuple[_Arm, _Arm], options: CanaryOptions) -> dict[str, Compa
 def _needed(rows: list[dict[str, Any]], arms: tuple[_Arm, _Arm]) -> tuple[int | None, int | None]:
     """The most calls and finished tasks per arm the metrics holding the verdict need (completed tasks turned into
     finished ones at the lower of the arms' success rates)."""
-    calls = [r["needed_n"] for r in rows if r["holds_verdict"] and r["needed_per"] == "calls"]
-    tasks = [r["needed_n"] for r in rows if r["holds_verdict"] and r["needed_per"] == "finished tasks"]
+    held = [r for r in rows if r["holds_verdict"] and r["needed_n"] is not None]  # None: more data would not decide
+    calls = [r["needed_n"] for r in held if r["needed_per"] == "calls"]
+    tasks = [r["needed_n"] for r in held if r["needed_per"] == "finished tasks"]
     success = min((a.completed / a.finished for a in arms if a.finished), default=0.0)
-    for r in rows:
-        if r["holds_verdict"] and r["needed_per"] == "completed tasks":
+    for r in held:
+        if r["needed_per"] == "completed tasks":
             tasks.append(math.ceil(r["needed_n"] / success) if success > 0 else r["needed_n"])
     return max(calls, default=None), max(tasks, default=None)
 
@@ -438,6 +460,10 @@ def _arms_frame(arms: tuple[_Arm, _Arm]) -> pl.DataFrame:
                 "cost_per_completed_task_usd": a.cost_per_completed,
                 "attempts": a.attempts,
                 "unpriced_calls": a.unpriced_calls,
+                "tool_calls": a.tool_calls,
+                "unpriced_tool_calls": a.unpriced_tool_calls,
+                "unpriced_tasks": a.unpriced_tasks,
+                "priced_completed_tasks": a.priced_completed,
                 "tokens_per_task": a.tokens_per_task,
                 "median_input_tokens": float(np.median(a.input_tokens)) if len(a.input_tokens) else None,
             }
@@ -458,6 +484,10 @@ def _arms_frame(arms: tuple[_Arm, _Arm]) -> pl.DataFrame:
         "cost_per_completed_task_usd": pl.Decimal(38, 12),
         "attempts": pl.Int64,
         "unpriced_calls": pl.Int64,
+        "tool_calls": pl.Int64,
+        "unpriced_tool_calls": pl.Int64,
+        "unpriced_tasks": pl.Int64,
+        "priced_completed_tasks": pl.Int64,
         "tokens_per_task": pl.Float64,
         "median_input_tokens": pl.Float64,
     }
@@ -484,11 +514,8 @@ def _notes(arms: tuple[_Arm, _Arm], dim: str, options: CanaryOptions, cutoffs: d
             )
         if a.running:
             notes.append(f"{name}: {a.running:,} tasks still running are left out of the task metrics.")
-        if a.unpriced_calls:
-            notes.append(
-                f"coverage, {name}: {a.unpriced_calls:,} of {a.attempts:,} call attempts in its finished tasks are "
-                "unpriced and count $0 in its cost per completed task."
-            )
+        if a.unpriced_tasks:
+            notes.append(_coverage_note(name, a))
     times = (b.first_call, b.last_call, c.first_call, c.last_call)
     if all(t is not None for t in times) and (times[1] < times[2] or times[3] < times[0]):  # type: ignore[operator]
         notes.append(
@@ -505,6 +532,45 @@ def _notes(arms: tuple[_Arm, _Arm], dim: str, options: CanaryOptions, cutoffs: d
         since = ", ".join(f"{arm} from {utc_text(t)}" for arm, t in cutoffs.items())
         notes.append(f"warm-up: the first {options.warmup_s:g} s of each arm left out ({since or 'no calls'}).")
     return notes
+
+
+def _unpriced_text(a: _Arm) -> str:
+    what = [f"{a.unpriced_calls:,} of {a.attempts:,} call attempts"] if a.unpriced_calls else []
+    if a.unpriced_tool_calls:
+        what.append(f"{a.unpriced_tool_calls:,} of {a.tool_calls:,} tool calls")
+    return " and ".join(what)
+
+
+def _coverage_note(name: str, a: _Arm) -> str:
+    """Unpriced is never $0 (``_cost_priced``): the tasks left out of the arm's cost per completed task."""
+    note = (
+        f"coverage, {name}: {_unpriced_text(a)} in its finished tasks are unpriced; the {a.unpriced_tasks:,} of "
+        f"{a.finished:,} finished tasks with any are left out of its cost per completed task (not counted as $0)"
+    )
+    if a.completed and not a.priced_completed:
+        return (
+            note + ": none of its completed tasks is fully priced, so it has no cost figure and cost is not compared."
+        )
+    return note + "."
+
+
+def _unpriced_rule(row: dict[str, Any], arms: tuple[_Arm, _Arm]) -> dict[str, Any]:
+    """The cost metric of an arm whose completed tasks are all unpriced: not compared, and the rule says why."""
+    unpriced = [(name, a) for name, a in zip(ARMS, arms, strict=True) if a.completed and not a.priced_completed]
+    if not unpriced:
+        return row
+    why = "; ".join(
+        f"{name}: no fully priced completed task ({a.unpriced_tasks:,} of {a.finished:,} finished tasks unpriced, "
+        f"{_unpriced_text(a)})"
+        for name, a in unpriced
+    )
+    # more tasks like these would not decide it: no sample size is named
+    return row | {
+        "decision": "not_enough_data",
+        "outcome": "inconclusive",
+        "rule": f"not compared: {why}",
+        "needed_n": None,
+    }
 
 
 # -- the question -------------------------------------------------------------------------------------------------
@@ -555,6 +621,7 @@ def canary(store: ReadStore, filters: Filters, options: CanaryOptions) -> Canary
         judged(m, compared[m.name], float(getattr(options, m.margin_option)), m.name in critical, options.confidence)
         for m in METRICS
     ]
+    rows = [_unpriced_rule(r, arms) if r["metric"] == "cost_per_completed_task" else r for r in rows]
     outcome, why = verdict(rows, options.non_critical_fail, allowed)
     needed_calls, needed_tasks = _needed(rows, arms) if outcome == "not_enough_data" else (None, None)
     notes = [f"verdict {outcome}: {why}."]

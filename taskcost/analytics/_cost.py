@@ -1,12 +1,15 @@
 """Cost per completed task, with its waste: what finishing work really costs, and how much of it bought nothing.
 
-- **Cost per completed task** = spend of every finished task selected (completed, failed and abandoned: LLM + tools)
-  / completed tasks, with a confidence interval resampling tasks (``_stats.ratio_ci``). Tasks still running (no
-  outcome) are left out and counted beside it. **Success rate** = completed / finished (Wilson interval).
+- **Cost per completed task** = spend of every fully priced finished task selected (completed, failed and abandoned:
+  LLM + tools) / its completed tasks, with a confidence interval resampling those tasks (``_stats.ratio_ci``). Tasks
+  with an unpriced call attempt or tool call are left out of it and counted beside it (``unpriced_tasks``: unpriced
+  is never $0, ``_cost_priced``), as are tasks still running (no outcome). **Success rate** = completed / finished
+  (Wilson interval).
 - **Waste**, disjoint so the parts add up: (1) the whole spend of failed and abandoned tasks; in completed tasks,
   (2) superseded attempts (every attempt of a call but its last: failed ones and retried-but-ok ones) and (3) cache
   misses (``_waste.py``). Tool spend is shown beside it, not as waste.
-- Every dollar figure excludes unpriced attempts and says how many there were (``unpriced_calls``, ``priced_share``).
+- Every dollar figure excludes unpriced attempts and tool calls and says how many there were (``unpriced_calls``,
+  ``unpriced_tool_calls``, ``priced_share``); a figure with nothing priced under it is None, not $0.
 
 Task-level figures come from the ``tasks`` roll-up, aggregated in SQL per group and outcome (exact DECIMAL sums, and
 the moments of spend the delta intervals need: ``_cost_intervals``); only the tasks the waste is measured on, and
@@ -41,6 +44,7 @@ from taskcost.analytics._cost_intervals import (
     interval,
     moments,
 )
+from taskcost.analytics._cost_priced import fully_priced, unpriced_tools_cte, unpriced_tools_join
 from taskcost.analytics._facts import Bucket, check_bucket, check_dimension
 from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, Filters, Sql, any_of, task_scope, utc_text
 from taskcost.analytics._groups import OTHER, Top, fold_note, max_groups_option, top_values
@@ -138,34 +142,40 @@ class CostAnswer(Answer):
 
 
 # -- SQL: the selected tasks, aggregated in parts -------------------------------------------------------------------
-def _tasks(scope: Sql, group: Sql, bucket: str) -> Sql:
+def _tasks(scope: Sql, group: Sql, bucket: str, filters: Filters) -> Sql:
     """``WITH`` the selected tasks (``t``): each one's group (``grp``: the value of ``by``, or ``other`` past
-    ``max_groups``), time bucket, outcome code and figures."""
+    ``max_groups``), time bucket, outcome code and figures, its unpriced tool calls and whether it is fully priced
+    (``fp``: ``_cost_priced``)."""
     return (
         Sql("WITH ")
         + scope
+        + Sql(",\n")
+        + unpriced_tools_cte(filters)
         + Sql(",\nt AS (SELECT ")
         + group
         + Sql(
             f" AS grp, {bucket} AS bucket, {_OUTCOME} AS outcome, start_time, end_time, "
             "cost_usd, tool_cost_usd, coalesce(tool_calls, 0) AS tool_calls, coalesce(attempts, 0) AS attempts, "
-            f"coalesce(unpriced_calls, 0) AS unpriced_calls, {task_hash()} AS h FROM scoped_tasks)\n"
+            "coalesce(unpriced_calls, 0) AS unpriced_calls, "
+            f"coalesce(ut.unpriced_tool_calls, 0) AS unpriced_tools, {fully_priced()} AS fp, {task_hash()} AS h "
+            f"FROM scoped_tasks{unpriced_tools_join()})\n"
         )
     )
 
 
 _PARTS = f"""
-SELECT grp, bucket, outcome, count(*) AS n, coalesce(sum(cost_usd), 0) AS usd, count(cost_usd) AS priced,
+SELECT grp, bucket, outcome, fp, count(*) AS n, coalesce(sum(cost_usd), 0) AS usd, count(cost_usd) AS priced,
     coalesce(sum(tool_cost_usd), 0) AS tool_usd, CAST(sum(tool_calls) AS BIGINT) AS tool_calls,
     CAST(sum(attempts) AS BIGINT) AS attempts, CAST(sum(unpriced_calls) AS BIGINT) AS unpriced,
+    CAST(sum(unpriced_tools) AS BIGINT) AS unpriced_tools,
     min(start_time) AS first_start, max(start_time) AS last_start,
     CAST(coalesce(sum(attempts) FILTER (WHERE start_time IS NOT NULL), 0) AS BIGINT) AS timed_attempts,
     {SPEND_MOMENTS}
 FROM t
-GROUP BY grp, bucket, outcome
+GROUP BY grp, bucket, outcome, fp
 """
-"""Per (group, bucket, outcome): the additive task-level figures (exact DECIMAL sums), the start times and attempts
-the waste sample is drawn from, and the spend's moments (the delta intervals)."""
+"""Per (group, bucket, outcome, fully priced or not): the additive task-level figures (exact DECIMAL sums), the start
+times and attempts the waste sample is drawn from, and the spend's moments (the delta intervals)."""
 
 
 def _sum(expr: pl.Expr, when: pl.Expr) -> pl.Expr:
@@ -175,7 +185,7 @@ def _sum(expr: pl.Expr, when: pl.Expr) -> pl.Expr:
 def _group_figures(parts: pl.DataFrame, measured: pl.DataFrame) -> pl.DataFrame:
     """Per (grp, bucket): the task-level figures, folded from the parts (a few rows per group), and those of the tasks
     the waste was measured on (``measured``: one row per task)."""
-    o, n = pl.col("outcome"), pl.col("n")
+    o, n, fp = pl.col("outcome"), pl.col("n"), pl.col("fp")
     done, ok, running = o != RUNNING, o == COMPLETED, o == RUNNING
     llm = pl.col("usd") - pl.col("tool_usd")  # cost = llm + tool, so their sums differ by exactly that
     groups = parts.group_by(KEYS).agg(
@@ -189,6 +199,14 @@ def _group_figures(parts: pl.DataFrame, measured: pl.DataFrame) -> pl.DataFrame:
         in_progress_usd=_sum(pl.col("usd"), running),
         tool_usd=_sum(pl.col("tool_usd"), done),
         tool_calls=_sum(pl.col("tool_calls"), done),
+        unpriced_tool_calls=_sum(pl.col("unpriced_tools"), done),
+        priced_finished=_sum(n, done & fp),
+        priced_completed=_sum(n, ok & fp),
+        priced_finished_usd=_sum(pl.col("usd"), done & fp),
+        unpriced_tasks=_sum(n, done & ~fp),
+        unpriced_completed=_sum(n, ok & ~fp),
+        failed_priced=_sum(pl.col("priced"), o == FAILED),
+        abandoned_priced=_sum(pl.col("priced"), o == ABANDONED),
         failed_usd=_sum(pl.col("usd"), o == FAILED),
         failed_task_attempts=_sum(pl.col("attempts"), o == FAILED),
         failed_task_unpriced=_sum(pl.col("unpriced"), o == FAILED),
@@ -232,6 +250,34 @@ def _share(a: Decimal | int | None, b: Decimal | int | None) -> float | None:
 
 def _d(value: Any) -> Decimal:
     return Decimal(0) if value is None else Decimal(value)
+
+
+def _per_completed(r: dict[str, Any]) -> Decimal | None:
+    """Cost per completed task: the spend of the fully priced finished tasks over their completed ones
+    (``_cost_priced``); None without a fully priced completed task."""
+    return _div(_d(r["priced_finished_usd"]), int(r["priced_completed"]))
+
+
+def _tool_spend(r: dict[str, Any]) -> Decimal | None:
+    """The priced tool calls' spend; None when there are tool calls and none of them is priced (not $0)."""
+    tools = int(r["tool_calls"])
+    return None if tools and int(r["unpriced_tool_calls"]) >= tools else _d(r["tool_usd"])
+
+
+def _priced_share(r: dict[str, Any]) -> float | None:
+    """Of the call attempts and tool calls of finished tasks, the share priced."""
+    n = int(r["attempts"]) + int(r["tool_calls"])
+    return None if not n else (n - int(r["unpriced_calls"]) - int(r["unpriced_tool_calls"])) / n
+
+
+def _coverage(r: dict[str, Any]) -> dict[str, int]:
+    """What the per-task dollar figures leave out, counted beside them."""
+    return {
+        "unpriced_tasks": int(r["unpriced_tasks"]),
+        "unpriced_completed_tasks": int(r["unpriced_completed"]),
+        "tool_calls": int(r["tool_calls"]),
+        "unpriced_tool_calls": int(r["unpriced_tool_calls"]),
+    }
 
 
 def _measure(row: dict[str, Any], sampled: bool) -> dict[str, Any]:
@@ -284,17 +330,18 @@ def _row(r: dict[str, Any], by: str | None, bucket: str | None) -> dict[str, Any
         "in_progress": int(r["in_progress"]),
         "success_rate": None if not r["tasks"] else completed / int(r["tasks"]),
         "spend_usd": r["spend"],
-        "cost_per_completed_task_usd": _div(r["spend"], completed),
+        "cost_per_completed_task_usd": _per_completed(r),
         "waste_usd": r["waste_usd"],
         "waste_share": _share(r["waste_usd"], r["spend"]),
         "failed_tasks_usd": r["failed_tasks_usd"],
         "superseded_attempts_usd": r["superseded_usd"],
         "cache_miss_usd": r["cache_miss_usd"],
-        "tool_spend_usd": _d(r["tool_usd"]),
+        "tool_spend_usd": _tool_spend(r),
         "attempts_per_completed_task": None if not completed else attempts / completed,
         "resent_uncached_tokens_per_completed_task": None if not completed else r["resent_uncached_tokens"] / completed,
         "unpriced_calls": int(r["unpriced_calls"]),
-        "priced_share": None if not attempts else (attempts - int(r["unpriced_calls"])) / attempts,
+        "priced_share": _priced_share(r),
+        **_coverage(r),
     }
 
 
@@ -339,10 +386,13 @@ def _waste_table(t: dict[str, Any]) -> pl.DataFrame:
         }
 
     m = t["measured"]
+    # a kind of task none of whose tasks has a priced part has no dollar figure (not $0)
+    failed_usd = _d(t["failed_usd"]) if t["failed_priced"] or not t["failed"] else None
+    abandoned_usd = _d(t["abandoned_usd"]) if t["abandoned_priced"] or not t["abandoned"] else None
     rows = [
-        line("failed_tasks", _d(t["failed_usd"]), int(t["failed"]), int(t["failed_task_attempts"]), None,
+        line("failed_tasks", failed_usd, int(t["failed"]), int(t["failed_task_attempts"]), None,
              int(t["failed_task_unpriced"]), None, True),
-        line("abandoned_tasks", _d(t["abandoned_usd"]), int(t["abandoned"]), int(t["abandoned_task_attempts"]), None,
+        line("abandoned_tasks", abandoned_usd, int(t["abandoned"]), int(t["abandoned_task_attempts"]), None,
              int(t["abandoned_task_unpriced"]), None, True),
         line("failed_attempts", t["failed_attempts_usd"] if m else None, None, t["failed_attempts"],
              t["failed_attempts_tokens"], t["failed_attempts_unpriced"], None, True),
@@ -354,7 +404,8 @@ def _waste_table(t: dict[str, Any]) -> pl.DataFrame:
         line("total_waste", t["waste_usd"], int(t["failed"]) + int(t["abandoned"]), None, None,
              int(t["failed_task_unpriced"]) + int(t["abandoned_task_unpriced"]) + t["failed_attempts_unpriced"]
              + t["retried_attempts_unpriced"] + t["missed_unpriced_calls"], t["missed_unpriced_tokens"], True),
-        line("tool_spend", _d(t["tool_usd"]), None, int(t["tool_calls"]), None, 0, None, False),
+        line("tool_spend", _tool_spend(t), None, int(t["tool_calls"]), None, int(t["unpriced_tool_calls"]), None,
+             False),
     ]  # fmt: skip
     schema: dict[str, Any] = {
         "kind": pl.String,
@@ -420,10 +471,10 @@ def _call_figures(
 
 
 def _finished_rows(store: ReadStore, filters: Filters, tasks: Sql) -> Rows:
-    """Reads the finished tasks of some groups one by one (for a bootstrap: a few thousand at most)."""
+    """Reads the fully priced finished tasks of some groups one by one (for a bootstrap: a few thousand at most)."""
 
     def read(keys: list[tuple[Any, Any]] | None) -> pl.DataFrame:
-        sql = tasks + Sql(f"SELECT grp, bucket, outcome, cost_usd, h FROM t WHERE outcome <> {RUNNING}")
+        sql = tasks + Sql(f"SELECT grp, bucket, outcome, cost_usd, h FROM t WHERE outcome <> {RUNNING} AND fp")
         if keys is not None:
             sql += Sql(" AND ") + any_of(
                 Sql(
@@ -456,7 +507,7 @@ def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer
         )  # fmt: skip
         group = top.expr(by)
     time = "CAST(NULL AS TIMESTAMP)" if bucket is None else f"date_trunc('{bucket}', start_time)"
-    tasks = _tasks(scope, group, time)
+    tasks = _tasks(scope, group, time, filters)
     parts = frame(store, tasks + Sql(_PARTS), filters, max_rows=100_000_000)
     parts = parts.with_columns(pl.col("n").cast(pl.Int64), y=(pl.col("outcome") == COMPLETED).cast(pl.Int8))
     measured, per_model, slices, discounts = _call_figures(store, filters, tasks, parts, options)
@@ -467,7 +518,8 @@ def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer
     measured_groups = [_measure(r, slices is not None) for r in raw]
     t = _total(raw, measured_groups, slices is not None, groups.columns)
 
-    finished = parts.filter(pl.col("outcome") != RUNNING)
+    # the interval, as the point figure, is over the fully priced finished tasks (``_cost_priced``)
+    finished = parts.filter((pl.col("outcome") != RUNNING) & pl.col("fp"))
     rows = _finished_rows(store, filters, tasks)
     whole = moments(finished.with_columns(_all=pl.lit(0)), ["_all"])
     n_finished = int(whole["n"].sum()) if len(whole) else 0
@@ -476,7 +528,7 @@ def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer
     else:
         ci = delta_intervals(whole, ["_all"], options.confidence)[0]
     success = wilson_ci(int(t["completed"]), int(t["tasks"]), options.confidence)
-    notes = waste_notes(t, slices, discounts)
+    notes = waste_notes(t, slices, discounts) + _unpriced_notes(t)
     table = None
     folded = top is not None and top.folded > 0
     if (by is not None or bucket is not None) and measured_groups:
@@ -533,6 +585,29 @@ def _ci_columns(i: Interval) -> dict[str, Any]:
     return {"ci_low_usd": low, "ci_high_usd": high, "ci_method": i.method}
 
 
+def _unpriced_notes(t: dict[str, Any]) -> list[str]:
+    """What the per-task dollar figures and the tool spend leave out (``_cost_priced``): never counted as $0."""
+    notes = []
+    tools, unpriced_tools = int(t["tool_calls"]), int(t["unpriced_tool_calls"])
+    if unpriced_tools:
+        notes.append(
+            f"coverage, tools: {tools - unpriced_tools:,} of {tools:,} tool calls of finished tasks priced; "
+            f"{unpriced_tools:,} unpriced, not in the tool spend"
+            + (" (none is priced: no tool spend figure, not $0)" if unpriced_tools >= tools else "")
+        )
+    if t["unpriced_tasks"]:
+        completed, priced_completed = int(t["completed"]), int(t["priced_completed"])
+        what = f"{int(t['unpriced_calls']):,} unpriced call attempts and {unpriced_tools:,} unpriced tool calls"
+        notes.append(
+            f"cost per completed task is over the {int(t['priced_finished']):,} of {int(t['tasks']):,} finished tasks "
+            f"that are fully priced ({priced_completed:,} of {completed:,} completed): the other "
+            f"{int(t['unpriced_tasks']):,} ({what} in them) are left out of it, not counted as $0"
+            + ("; none of the completed tasks is fully priced, so there is no figure" if completed and not
+               priced_completed else "")
+        )  # fmt: skip
+    return notes
+
+
 def _summary(
     t: dict[str, Any], ci: Interval, success: Interval, confidence: float, slices: Slices | None
 ) -> dict[str, Any]:
@@ -549,7 +624,7 @@ def _summary(
         "success_ci_low": None if success.method == "none" else success.low,
         "success_ci_high": None if success.method == "none" else success.high,
         "spend_usd": t["spend"],
-        "cost_per_completed_task_usd": _div(t["spend"], completed),
+        "cost_per_completed_task_usd": _per_completed(t),
         "ci_low_usd": low,
         "ci_high_usd": high,
         "ci_method": ci.method,
@@ -559,7 +634,7 @@ def _summary(
         "failed_tasks_usd": t["failed_tasks_usd"],
         "superseded_attempts_usd": t["superseded_usd"],
         "cache_miss_usd": t["cache_miss_usd"],
-        "tool_spend_usd": _d(t["tool_usd"]),
+        "tool_spend_usd": _tool_spend(t),
         "attempts": attempts,
         "attempts_per_completed_task": None if not completed else attempts / completed,
         "superseded_attempts": int(t["superseded_attempts"]),
@@ -568,7 +643,10 @@ def _summary(
             None if not completed else int(t["resent_uncached_tokens"]) / completed
         ),
         "unpriced_calls": int(t["unpriced_calls"]),
-        "priced_share": None if not attempts else (attempts - int(t["unpriced_calls"])) / attempts,
+        "priced_share": _priced_share(t),
+        **_coverage(t),
+        "priced_completed_tasks": int(t["priced_completed"]),
+        "priced_tasks_spend_usd": None if not t["priced_finished"] else _d(t["priced_finished_usd"]),
         "cache_miss_fingerprint_calls": int(t["fingerprint_calls"]),
         "cache_miss_estimated_calls": int(t["estimated_calls"]),
         "cache_miss_unpriced_tokens": int(t["missed_unpriced_tokens"]),

@@ -296,6 +296,9 @@ def reconcile(store: ReadStore, filters: Filters, options: NoOptions) -> Reconci
     """API spend + attributed GPU + idle GPU + tools, per provider, cluster and tool, for everything ``filters``
     select; whether the self-hosted calls' shares agree with the clusters' allocation."""
     del options
+    caller = getattr(store, "caller_project", None)  # a store limited to one caller's project (the dashboards')
+    if callable(caller) and (project := caller()) is not None:
+        filters = filters.narrowed(project=project)  # its share of the bills, never the whole of them
     whole = set(filters.model_dump(exclude_defaults=True)) <= _WHOLE
     calls = _count_lines(_call_lines(store, filters))
     lines = [r for r in calls if r["kind"] == "api"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -73,6 +74,12 @@ def test_health_on_the_demo_shows_the_stored_spans_the_counters_and_the_prices(p
     assert unpriced == 0
     assert f"Every stored LLM call is priced ({calls:,} call attempts)" in page.locator("#health-unpriced").inner_text()
     assert "every project" in page.locator("#health-scope").inner_text()
+    # does every dollar add up: the page's reconciliation is the API's, over the same 30 days
+    since = (datetime.now(UTC) - timedelta(days=30)).replace(minute=0, second=0, microsecond=0)
+    r = httpx.get(f"{demo_server.url}/api/analytics/reconcile", params={"since": since.isoformat()}, timeout=30)
+    summary = r.json()["summary"]
+    assert summary["headline"] in page.locator("#health-reconcile").inner_text()
+    assert summary["closes"] is True and summary["bills_balance"] is True
     shot(page, "health")
 
 
