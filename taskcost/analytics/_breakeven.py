@@ -606,8 +606,9 @@ def _notes(
             f"substitution: throughput is measured on {measured_model}, the traffic is of other models "
             "(check the quality of the substitute)"
         )
-    if measured is not None and measured.gpu_types and gpu_label.lower() not in {t.lower() for t in measured.gpu_types}:
-        notes.append(f"throughput measured on {', '.join(measured.gpu_types)}; the price is for {gpu_label}")
+    types = measured.gpu_types if measured is not None else ()
+    if types and not {g.strip().lower() for g in gpu_label.split(",")} <= {t.lower() for t in types}:
+        notes.append(f"throughput measured on {', '.join(types)}; the price is for {gpu_label}")
     if rental.sizing == "p95" and observed.hours_over_capacity:
         notes.append(
             f"sized for the p95 hour: {observed.hours_over_capacity} of {profile.hours} hours exceed the always-on "

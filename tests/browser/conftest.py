@@ -9,6 +9,7 @@ error or a failed Dash callback (HTTP >= 400 from ``_dash-update-component``) fa
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import time
@@ -24,7 +25,8 @@ from tests.browser.demo_data import demo_database
 from tests.conftest import REPO, Server, free_port, start_server, stop_server
 
 SCREENSHOTS = REPO / "tests" / "browser" / "screenshots"  # every page of every run (not committed)
-README_IMAGES = REPO / "docs" / "img"  # the README's screenshots, kept current by the tests
+README_IMAGES = REPO / "docs" / "img"  # the README's screenshots: refreshed with TASKCOST_UPDATE_README_IMAGES=1
+UPDATE_README_IMAGES = os.environ.get("TASKCOST_UPDATE_README_IMAGES") == "1"
 
 
 @pytest.fixture(scope="module")
@@ -141,12 +143,13 @@ _CUT_OFF_TABLES = """() => Array.from(document.querySelectorAll('table')).filter
 
 
 def shot(page: Any, name: str, *, readme: bool = False, wide_tables: bool = False) -> Path:
-    """A full-page screenshot under tests/browser/screenshots (and docs/img for the README's); then every table must
-    fit its box, unless ``wide_tables`` (a user's query may have any number of columns)."""
+    """A full-page screenshot under tests/browser/screenshots (and, with TASKCOST_UPDATE_README_IMAGES=1, docs/img for
+    the README's: a test run leaves the tracked files alone); then every table must fit its box, unless ``wide_tables``
+    (a user's query may have any number of columns)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
-    if readme:
+    if readme and UPDATE_README_IMAGES:
         README_IMAGES.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, README_IMAGES / f"{name}.png")
     if not wide_tables:
