@@ -143,6 +143,7 @@ def test_revoking_the_last_key_through_the_running_server(server: Server) -> Non
 
 def test_revoke_in_the_file_warns_too(tmp_path: Path) -> None:
     db = str(tmp_path / "offline.duckdb")
+    DuckDBStore.open(Path(db)).close()  # the server's database
     run_cli("keys", "create", "p1", "--kind", "read", "--db", db)
     [key_id] = [line.split()[1] for line in run_cli("keys", "list", "--db", db).stdout.splitlines() if "p1" in line]
     proc = run_cli("keys", "revoke", key_id, "--db", db)

@@ -144,6 +144,7 @@ def _raw(server: Server, head: str, then: bytes = b"", timeout: float = 5.0) -> 
 @pytest.fixture
 def keyed_server(tmp_path: Path) -> Iterator[tuple[Server, str]]:
     db = tmp_path / "keyed.duckdb"
+    DuckDBStore.open(db).close()  # the server's database, before its keys
     secret = run_cli("keys", "create", "alpha", "--kind", "read", "--db", str(db)).stdout.strip()
     srv = start_server(db, free_port(), tmp_path / "server.log")
     yield srv, secret

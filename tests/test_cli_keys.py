@@ -57,7 +57,14 @@ def test_keys_through_the_running_server(server: Server) -> None:
 
 
 def test_keys_in_the_file_when_no_server_runs(tmp_path: Path) -> None:
+    from taskcost.store import DuckDBStore
+
     db = tmp_path / "offline.duckdb"
+    # a typo in --db: refused (exit 2), and no database is made (a key in it would turn nothing on)
+    for command in (("create", "p1", "--kind", "read"), ("list",)):
+        typo = run_cli("keys", *command, "--db", str(db), check=False)
+        assert typo.returncode == 2 and f"no database at {db}" in typo.stderr and not db.exists()
+    DuckDBStore.open(db).close()  # the server's database, made by a first `taskcost serve`
     secret = run_cli("keys", "create", "p1", "--kind", "read", "--db", str(db)).stdout.strip()
     assert secret.startswith("tc_read_")
     assert "p1" in run_cli("keys", "list", "--db", str(db)).stdout

@@ -22,6 +22,14 @@ def _admin(db: Any, url: str | None, admin_token: str | None) -> Any:
     from taskcost.cli._target import open_admin
 
     settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
+    if not settings.url and not settings.db.exists():
+        # a typo in --db must not make a new database (a key in it would turn nothing on): the file must exist
+        raise fail(
+            f"no database at {settings.db}: give --db the file the server runs on (or --url and --admin-token); "
+            "a new database starts with `taskcost serve --db PATH`, and `first_keys_project` has it create its first "
+            "keys",
+            code=2,
+        )
     return opened(lambda: open_admin(settings.db, settings.url, settings.admin_token), ValueError)
 
 
