@@ -90,7 +90,7 @@ def changes_table(changes: Mapping[str, Any]) -> Any:
             dmc.TableTr(
                 [
                     dmc.TableTd(cell(r, "field")),
-                    dmc.TableTd(str(cell(r, "value"))),
+                    dmc.TableTd("(not set)" if cell(r, "value") is None else str(cell(r, "value"))),
                     dmc.TableTd(cell(r, "status")),
                     dmc.TableTd(f"{pct(cell(r, 'share_baseline'), 0)} → {pct(cell(r, 'share_current'), 0)}"),
                     dmc.TableTd(_signedpct(cell(r, "cost_change"))),

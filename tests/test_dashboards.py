@@ -183,3 +183,20 @@ def test_trends_bucket_by_the_selections_length() -> None:
     assert (bucket_for(timedelta(days=4)), bucket_for(timedelta(days=121))) == ("day", "week")
     assert [bucket_of({"range": r}) for r in ("15m", "1h", "24h", "7d")] == ["minute", "minute", "hour", "day"]
     assert bucket_of({"range": "7d", "bucket": "minute"}) == "minute"  # the URL's bucket wins
+
+
+def test_a_bucket_without_a_figure_and_a_value_not_set_are_shown_as_such() -> None:
+    # while traffic flows, a bucket may have no completed task yet (no attempts per completed task) and a changed
+    # field may be unset on some calls: the pages broke ("unsupported format string passed to NoneType") or said None
+    from dashboards._moved import changes_table
+    from dashboards.pages.overview import _trend
+
+    groups = {
+        "columns": ["bucket", "attempts_per_completed_task"],
+        "rows": [["2026-12-05T10:00", 1.5], ["2026-12-05T11:00", None]],
+    }
+    line = _trend(groups, "hour", "attempts_per_completed_task", lambda v: f"{v:.2f}", id="t")
+    assert line.figure["data"][0]["customdata"] == ["1.50"]  # the bucket with no figure is no point (was a TypeError)
+    cols = ["field", "value", "status", "share_baseline", "share_current", "cost_change", "p95_change"]
+    table = changes_table({"columns": cols, "rows": [["engine_version", None, "new", 0.0, 0.2, None, None]]})
+    assert "(not set)" in json.dumps(table.to_plotly_json(), default=str, ensure_ascii=False)

@@ -181,7 +181,7 @@ def _trend(
     if not groups or len(groups["rows"]) < 2:
         return None
     x, y = _column(groups, "bucket"), _column(groups, column)
-    return sparkline(x, y, [label(v) for v in y], id=id, color=color)
+    return sparkline(x, y, ["—" if v is None else label(v) for v in y], id=id, color=color)
 
 
 def _card(card: str, label: str, value: Any, sub: Any = None, trend: Any = None) -> Any:
