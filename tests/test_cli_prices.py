@@ -165,3 +165,12 @@ def _total(db: Path) -> Decimal:
         run_cli("sql", "--db", str(db), "--format", "json", "SELECT sum(cost_usd) AS c FROM llm_calls").stdout
     )
     return Decimal(rows[0]["c"])
+
+
+def test_a_bad_or_reversed_time_is_a_usage_error(cli: CliRunner, db: Path) -> None:
+    # as the questions say it: exit 2 (reprice said 1, and a reversed range re-priced nothing, exit 0)
+    assert "is not an ISO date" in run(cli, "reprice", "--db", str(db), "--since", "yesterday", code=2)
+    assert "must be before --until" in run(
+        cli, "reprice", "--db", str(db), "--since", "2026-12-03", "--until", "2026-12-01", code=2
+    )
+    assert "is out of range" in run(cli, "prices", "missing", "--db", str(db), "--since", "0001-01-01", code=2)

@@ -285,6 +285,7 @@ def test_a_taken_port_says_how_to_choose_another(tmp_path: Path, taken: str) -> 
         argv = _make_run(DB=str(tmp_path / "t.duckdb"), **ports)
         proc = subprocess.run(argv, env=cli_env(), capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 1, proc.stderr
+    assert not (tmp_path / "t.duckdb").exists()  # refused before the database is made
     message = " ".join(proc.stderr.split())
     assert f"127.0.0.1:{busy}" in message
     if taken == "PORT":

@@ -53,14 +53,14 @@ UntilOption = Annotated[
 
 
 def parse_time(value: str | None, option: str) -> datetime | None:
-    """An ISO date or date-time; without a zone it is UTC."""
+    """An ISO date or date-time; without a zone it is UTC. A bad one is a usage error (exit 2), as the questions'."""
     if value is None:
         return None
     try:
         at = datetime.fromisoformat(value)
     except ValueError:
         raise fail(
-            f"{option}: {value!r} is not an ISO date or date-time (e.g. 2026-12-01 or 2026-12-01T10:00Z)"
+            f"{option}: {value!r} is not an ISO date or date-time (e.g. 2026-12-01 or 2026-12-01T10:00Z)", code=2
         ) from None
     from taskcost.analytics import TIME_MAX, TIME_MIN  # the range the store's timestamps cover
 
@@ -69,7 +69,9 @@ def parse_time(value: str | None, option: str) -> datetime | None:
     except OverflowError:  # an offset that moves the time out of the year 1..9999
         utc = None
     if utc is None or not TIME_MIN <= utc <= TIME_MAX:
-        raise fail(f"{option}: {value!r} is out of range: give a time from {TIME_MIN.date()} to {TIME_MAX.date()}")
+        raise fail(
+            f"{option}: {value!r} is out of range: give a time from {TIME_MIN.date()} to {TIME_MAX.date()}", code=2
+        )
     return utc
 
 

@@ -187,6 +187,8 @@ def reprice(
 
     settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
     start, end = parse_time(since, "--since"), parse_time(until, "--until")
+    if start is not None and end is not None and start >= end:
+        raise fail(f"--since ({since}) must be before --until ({until})", code=2)
     server = _admin_server(settings)
     if server is not None:
         with opened(lambda: server) as asked:

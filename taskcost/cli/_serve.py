@@ -131,6 +131,16 @@ def serve(
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     use_system_allocator()  # before any Arrow buffer exists (with decode_workers 0, this process builds them)
+    # a port another process holds fails here, before anything starts (the database is not even made), saying how to
+    # choose another one
+    for what, bind_port, hint in (
+        ("OTLP/HTTP", settings.port, _HTTP_PORT_HINT),
+        ("OTLP/gRPC", settings.grpc_port, _GRPC_PORT_HINT),
+    ):
+        taken = _bind_error(settings.host, bind_port) if bind_port else None
+        if taken is not None:
+            how = f"; {hint}" if taken.errno == errno.EADDRINUSE else ""
+            raise fail(f"cannot serve {what} on {settings.host}:{bind_port}: {taken.strerror}{how}")
     try:
         store = open_served(settings, spool=settings.spool)
     except StoreUnavailableError as exc:
@@ -149,16 +159,6 @@ def serve(
     if refusal is not None:
         store.close()
         raise fail(refusal)
-    # a port another process holds fails here, before anything starts, saying how to choose another one
-    for what, bind_port, hint in (
-        ("OTLP/HTTP", settings.port, _HTTP_PORT_HINT),
-        ("OTLP/gRPC", settings.grpc_port, _GRPC_PORT_HINT),
-    ):
-        taken = _bind_error(settings.host, bind_port) if bind_port else None
-        if taken is not None:
-            store.close()
-            how = f"; {hint}" if taken.errno == errno.EADDRINUSE else ""
-            raise fail(f"cannot serve {what} on {settings.host}:{bind_port}: {taken.strerror}{how}")
     shown_host = "127.0.0.1" if settings.listens_beyond_loopback() else settings.host
     url = f"http://{shown_host}:{settings.port}"
     if first_project is not None:

@@ -115,7 +115,7 @@ def authenticate(
     h = headers.headers if isinstance(headers, Request) else headers
     secret = secret_from_headers(h.get("authorization"), h.get("x-taskcost-key"))
     if secret is None:
-        what = "an ingest or read key" if kind == "any" else f"a {kind} key"
+        what = "an ingest or read key" if kind == "any" else f"{_a(kind)} key"
         raise ApiError(
             401,
             f"an API key is required ({what}: Authorization: Bearer <key>){_way_in(auth.store, kind)}",
@@ -127,7 +127,7 @@ def authenticate(
     if key is None:
         raise ApiError(401, "unknown or revoked API key" + _way_in(auth.store, kind), headers=_CHALLENGE)
     if kind != "any" and key.kind != kind:
-        raise ApiError(403, f"this is a {key.kind} key; this endpoint needs a {kind} key")
+        raise ApiError(403, f"this is {_a(key.kind)} key; this endpoint needs {_a(kind)} key")
     return Caller(key.project, key.id)
 
 
@@ -137,3 +137,8 @@ def check_admin(headers: Mapping[str, str] | Request, admin_token: str | None) -
     given = secret_from_headers(h.get("authorization"), None)
     if not admin_token or not given or not _same(given, admin_token):
         raise ApiError(401, "the admin token is required for key management", headers=_CHALLENGE)
+
+
+def _a(kind: str) -> str:
+    """The article and the key kind: "an ingest", "a read"."""
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
