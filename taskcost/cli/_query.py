@@ -18,6 +18,7 @@ from rich.table import Table
 from taskcost._internal.jsonable import json_value
 from taskcost.cli._common import app, err, out, settings_or_exit
 from taskcost.cli._options import DbOption, KeyOption, UrlOption, opened
+from taskcost.cli._render import print_rows
 from taskcost.pricing import format_usd
 from taskcost.store import QueryResult, ReadStore
 
@@ -44,10 +45,7 @@ def _render(res: QueryResult, fmt: Format) -> None:
         w.writerows(["" if v is None else v for v in r] for r in rows)
         sys.stdout.write(buf.getvalue())
     else:
-        table = Table(*res.columns, show_lines=False)
-        for r in rows:
-            table.add_row(*["NULL" if v is None else str(v) for v in r])
-        out.print(table)
+        print_rows(out, list(res.columns), [["NULL" if v is None else str(v) for v in r] for r in rows])
         err.print(f"{len(rows)} row(s){' (truncated)' if res.truncated else ''}", highlight=False)
     if res.truncated and fmt is not Format.table:
         err.print(f"warning: output truncated to {len(rows)} rows", highlight=False)

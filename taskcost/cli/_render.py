@@ -20,7 +20,7 @@ from taskcost.pricing import format_usd
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["Format", "RenderError", "consoles", "render"]
+__all__ = ["Format", "RenderError", "consoles", "print_rows", "render"]
 
 
 class Format(StrEnum):
@@ -60,6 +60,28 @@ def _cell(column: str, value: Any) -> str:
     return str(value)
 
 
+def print_rows(out: Console, columns: list[str], rows: list[list[str]], title: str | None = None) -> None:
+    """A table when it fits the terminal's width whole; else a record per row (``column  value`` lines), so that no
+    cell is cut to ``$0.0…`` at 80 columns (a pipe is 400 wide: the table)."""
+    from rich.measure import Measurement
+    from rich.table import Table
+
+    table = Table(*columns, title=title, title_justify="left")
+    for row in rows:
+        table.add_row(*row)
+    natural = Measurement.get(out, out.options.update_width(1_000_000), table).maximum  # unsqueezed
+    if natural <= out.width or not rows:
+        out.print(table)
+        return
+    if title:
+        out.print(f"[bold]{title}[/] (a record per row: the table is wider than the terminal)", highlight=False)
+    label = max(len(c) for c in columns)
+    for i, row in enumerate(rows, 1):
+        out.print(f"[dim]-- {i} --[/]", highlight=False)
+        for column, value in zip(columns, row, strict=True):
+            out.print(f"  {column.ljust(label)}  {value}", highlight=False, overflow="fold")
+
+
 def render(doc: dict[str, Any], fmt: Format, table: str | None = None) -> None:
     """Print an answer's JSON as rich tables (``table``), one of its tables as CSV, or the JSON itself."""
     tables: dict[str, Any] = doc.get("tables", {})
@@ -82,8 +104,6 @@ def render(doc: dict[str, Any], fmt: Format, table: str | None = None) -> None:
 
 
 def _print_tables(doc: dict[str, Any], tables: dict[str, Any], table: str | None) -> None:
-    from rich.table import Table
-
     out, err = consoles()
     filters = ", ".join(f"{k}={v}" for k, v in doc.get("filters", {}).items()) or "all data"
     out.print(f"[bold]{doc.get('question', '')}[/] ({filters})", highlight=False)
@@ -97,10 +117,8 @@ def _print_tables(doc: dict[str, Any], tables: dict[str, Any], table: str | None
             continue
         shown = [c for c in t.get("display") or t["columns"] if c in t["columns"]]
         at = [t["columns"].index(c) for c in shown]
-        rich = Table(*shown, title=t.get("title") or name, title_justify="left")
-        for row in t["rows"]:
-            rich.add_row(*[_cell(c, row[i]) for c, i in zip(shown, at, strict=True)])
-        out.print(rich)
+        cells = [[_cell(c, row[i]) for c, i in zip(shown, at, strict=True)] for row in t["rows"]]
+        print_rows(out, shown, cells, t.get("title") or name)
         if len(shown) < len(t["columns"]):
             err.print(f"({len(t['columns']) - len(shown)} more columns: --format csv or json)", highlight=False)
     for note in doc.get("notes", []):
