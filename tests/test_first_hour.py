@@ -129,7 +129,7 @@ def _container(data_dir: Path) -> Container:
     assert service["restart"] == "unless-stopped"  # a crash at start would loop: the first start must come up
 
     # the published ports are the ones the process serves on
-    published = {int(p.split(":")[1]) for p in service["ports"]}
+    published = {int(p.rsplit(":", 1)[1]) for p in service["ports"]}  # host side: ${TASKCOST_HOST_PORT:-4318}
     http_port, grpc_port = int(env["TASKCOST_PORT"]), int(env.get("TASKCOST_GRPC_PORT", "4317"))
     assert published == {http_port, grpc_port}
     [kind, *check] = service["healthcheck"]["test"]
