@@ -24,6 +24,7 @@ import gc
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections.abc import Mapping
@@ -62,6 +63,9 @@ def _exit_with(parent: int) -> None:
 
 def _init(settings: Settings, schemas: dict[str, pa.Schema], parent: int) -> None:
     global _worker
+    # Ctrl-C in a terminal signals the whole process group: the serving process stops the workers itself (and they
+    # exit with it); a worker's own KeyboardInterrupt would only print a traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with, args=(parent,), name="taskcost-parent-watch", daemon=True).start()
     use_system_allocator()
     # the same rules and prices as the serving process: built from the same settings, rebuilt when their files change
