@@ -144,7 +144,8 @@ def test_agent_without_a_collector_runs_and_exits(tmp_path) -> None:
     )
     assert proc.returncode == 1, proc.stderr
     assert "accepted 0 spans" in proc.stderr
-    assert time.monotonic() - started < 25
+    assert "nothing listens there" in proc.stderr
+    assert time.monotonic() - started < 5  # it says so at once (7.6 s of exporter retries before)
 
 
 def test_the_server_applies_its_duckdb_memory_limit(tmp_path) -> None:
