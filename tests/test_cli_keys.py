@@ -33,7 +33,9 @@ def test_keys_through_the_running_server(server: Server) -> None:
     info = server.db.with_name(server.db.name + ".serve.json")
     assert oct(info.stat().st_mode & 0o777) == "0o600"  # it holds the admin token
 
-    ingest = run_cli("keys", "create", "team-a", "--kind", "ingest", "--db", str(server.db)).stdout.strip()
+    made = run_cli("keys", "create", "team-a", "--kind", "ingest", "--db", str(server.db))
+    ingest = made.stdout.strip()
+    assert f"on the server at {server.url} (database {server.db})" in made.stderr  # which one it changed
     read = run_cli("keys", "create", "team-a", "--kind", "read", "--db", str(server.db)).stdout.strip()
     other = run_cli("keys", "create", "team-b", "--kind", "read", "--db", str(server.db)).stdout.strip()
     assert ingest.startswith("tc_ingest_") and read.startswith("tc_read_")
@@ -64,7 +66,9 @@ def test_keys_in_the_file_when_no_server_runs(tmp_path: Path) -> None:
     for command in (("create", "p1", "--kind", "read"), ("list",)):
         typo = run_cli("keys", *command, "--db", str(db), check=False)
         assert typo.returncode == 2 and f"no database at {db}" in typo.stderr and not db.exists()
-    DuckDBStore.open(db).close()  # the server's database, made by a first `taskcost serve`
+    made = run_cli("keys", "create", "p1", "--kind", "read", "--db", str(db), "--create")  # on purpose: made
+    assert made.stdout.startswith("tc_read_") and f"in {db} (no server runs on it)" in made.stderr
+    DuckDBStore.open(db).close()
     secret = run_cli("keys", "create", "p1", "--kind", "read", "--db", str(db)).stdout.strip()
     assert secret.startswith("tc_read_")
     assert "p1" in run_cli("keys", "list", "--db", str(db)).stdout

@@ -17,17 +17,27 @@ keys_app = typer.Typer(help="API keys: ingest keys send spans, read keys query; 
 app.add_typer(keys_app, name="keys")
 
 
-def _admin(db: Any, url: str | None, admin_token: str | None) -> Any:
+CreateOption = Annotated[
+    bool, typer.Option("--create", help="Make the database when --db names none (else refused: a typo would)")
+]
+
+
+def _where(target: Any, db: Any) -> str:
+    """Which server or database a key command changed, in words."""
+    url = getattr(target, "url", None)
+    return f"on the server at {url} (database {db})" if url else f"in {db} (no server runs on it)"
+
+
+def _admin(db: Any, url: str | None, admin_token: str | None, create: bool = False) -> Any:
     """Key management (the running server's, or the file's), for ``with opened(...)``."""
     from taskcost.cli._target import open_admin
 
     settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
-    if not settings.url and not settings.db.exists():
+    if not settings.url and not settings.db.exists() and not create:
         # a typo in --db must not make a new database (a key in it would turn nothing on): the file must exist
         raise fail(
-            f"no database at {settings.db}: give --db the file the server runs on (or --url and --admin-token); "
-            "a new database starts with `taskcost serve --db PATH`, and `first_keys_project` has it create its first "
-            "keys",
+            f"no database at {settings.db}: give --db the file the server runs on (or --url and --admin-token), or "
+            "--create to make it",
             code=2,
         )
     return opened(lambda: open_admin(settings.db, settings.url, settings.admin_token), ValueError)
@@ -40,11 +50,17 @@ def create(
     db: DbOption = None,
     url: UrlOption = None,
     admin_token: AdminOption = None,
+    create_db: CreateOption = False,
 ) -> None:
     """Create a key and print its secret (shown this once). The first key turns authentication on, for good."""
-    with _admin(db, url, admin_token) as target:
+    settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
+    with _admin(db, url, admin_token, create_db) as target:
         key, secret = target.create_key(project, kind)
-    err.print(f"created {key.kind} key {key.id} for project {key.project!r}; its secret (shown once):", highlight=False)
+        where = _where(target, settings.db)
+    err.print(
+        f"created {key.kind} key {key.id} for project {key.project!r} {where}; its secret (shown once):",
+        highlight=False,
+    )
     out.print(secret, highlight=False)
 
 
@@ -71,9 +87,10 @@ def revoke(
     with _admin(db, url, admin_token) as target:
         done = target.revoke_key(key_id)
         left = sum(k.revoked_at is None for k in target.list_keys()) if done else None
+        where = _where(target, settings_or_exit(db=db, url=url, admin_token=admin_token).db)
     if not done:
-        raise fail(f"no active key {key_id!r}")
-    err.print(f"revoked {key_id}", highlight=False)
+        raise fail(f"no active key {key_id!r} {where}")
+    err.print(f"revoked {key_id} {where}", highlight=False)
     if left == 0:
         settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
         where = f"--url {settings.url} --admin-token TOKEN" if settings.url else f"--db {settings.db}"
