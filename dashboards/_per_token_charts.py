@@ -146,8 +146,11 @@ def per_token_view(ans: Mapping[str, Any]) -> Any:
         body.append(
             dmc.Alert("No group can be ranked yet (none has a priced call and a completed task).", color="gray")
         )
-    # the terminal's columns but the interval, which the bar chart above draws: they fit the card
-    shown = [c for c in table["display"] if c not in ("per_completed_task_low_usd", "per_completed_task_high_usd")]
+    # the terminal's columns but the interval (the bar chart above draws it), the fully loaded ranks and the counts the
+    # notes give: they fit the card
+    hidden = ("per_completed_task_low_usd", "per_completed_task_high_usd", "loaded_per_token_rank",
+              "loaded_per_task_rank", "unpriced_tasks", "attempts_per_completed_task")  # fmt: skip
+    shown = [c for c in table["display"] if c not in hidden]
     body.append(answer_table(pretty(table, shown, first=by), id="cost-ranking-table", prose=("unranked_because",)))
     body.append(notes_list(ans["notes"], "cost-pertoken-notes"))
     return dmc.Stack(body, gap="sm")

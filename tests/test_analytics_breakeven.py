@@ -377,7 +377,7 @@ def test_unbilled_self_hosted_calls_are_priced_at_their_gpu_types_catalogue_offe
     )
 
 
-def test_a_six_minute_window_is_not_an_hour_of_traffic(store: DuckDBStore) -> None:
+def test_a_six_minute_window_is_not_an_hour_of_traffic(store: DuckDBStore, tmp_path: Path) -> None:
     # two calls of $1.00 (950,000 tokens each) in the first 6 minutes of an hour, no --since/--until: observed 360 s,
     # so the hour counts at its rate, x 3600 / 360 = 10: $20 and 19,000,000 tokens an hour, $14,600 a month
     fleet = Fleet()
@@ -391,3 +391,13 @@ def test_a_six_minute_window_is_not_an_hour_of_traffic(store: DuckDBStore) -> No
     traffic = doc["tables"]["traffic"]
     row = dict(zip(traffic["columns"], traffic["rows"][0], strict=True))
     assert close(row["tokens_per_hour"], 19_000_000) and row["api_monthly_usd"] == "14600.000000000000"
+    assert "the only hour of the window was observed for 6 min: its traffic counts at that rate, x 10" in " ".join(
+        doc["notes"]
+    )
+    # a burst of 2 seconds counts as 5 minutes (x 12), not as an hour's rate x 1,800
+    burst = Fleet()
+    burst.task("c", minute=0).call("cheap-1", input_tokens=900_000, output_tokens=50_000, duration_s=2)
+    with DuckDBStore.open(tmp_path / "burst.duckdb") as other:
+        burst.write(other)
+        b = breakeven(other, Filters(), BreakevenOptions(usd_per_gpu_hour=Decimal("0.5"), tokens_per_s=1000))
+        assert close(b.to_json()["summary"]["tokens_per_hour"], 12 * 950_000)

@@ -89,7 +89,10 @@ def test_a_slower_p95_fails_the_canary_with_exit_code_1(store: DuckDBStore) -> N
     # p99 (rank 297: 297 s vs 891 s) has too few calls to be judged: 300 < 1,000
     p99 = metric(answer, "latency_p99")
     assert (p99["baseline"], p99["candidate"], p99["decision"]) == ("297", "891", "not_enough_data")
-    assert p99["rule"] == "300 calls < minimum 1000" and p99["needed_n"] >= 1000
+    assert (
+        p99["rule"] == "300 calls < minimum 1000 (p99 from 300 calls has only 3 of them above it)"
+        and p99["needed_n"] >= 1000
+    )
     # p50 (rank 150) is the same in both arms
     assert (metric(answer, "latency_p50")["baseline"], metric(answer, "latency_p50")["effect"]) == ("150", 1.0)
     doc = answer.to_json()
@@ -165,14 +168,14 @@ def test_too_little_data_is_not_enough_data_with_exit_code_3_and_the_sample_it_n
     needed = {r["metric"]: r["needed_n"] for r in answer.metrics.to_dicts()}
     assert (needed["latency_p50"], needed["latency_p95"], needed["latency_p99"]) == (100, 200, 1000)
     # error rate 0 vs 0: the upper end at z' = 1.959964 + 0.841621 = 2.801585 (80 % power) is z'^2 / (n + z'^2);
-    # <= 1 pp needs n >= 99 z'^2 = 99 x 7.848879 = 777.04 -> 778 calls
-    assert needed["error_rate"] == 778
+    # <= 1 pp needs n >= 99 z'^2 = 99 x 7.848879 = 777.04 -> 778 calls, rounded up to 2 significant digits: 780
+    assert needed["error_rate"] == 780
     # success 100 % vs 100 %: the lower end -z'^2 / (n + z'^2) >= -2 pp needs n >= 49 z'^2 = 384.6 -> 385 tasks
-    assert needed["task_success_rate"] == 385
+    assert needed["task_success_rate"] == 390  # 385, to 2 significant digits
     assert (needed["cost_per_completed_task"], needed["tokens_per_task"]) == (30, 30)
     assert metric(answer, "error_rate")["rule"] == "20 calls < minimum 100"
-    assert (doc["summary"]["needed_calls_per_arm"], doc["summary"]["needed_tasks_per_arm"]) == (1000, 385)
-    assert "to decide, about 1,000 calls and 385 finished tasks per arm would be needed" in " ".join(answer.notes)
+    assert (doc["summary"]["needed_calls_per_arm"], doc["summary"]["needed_tasks_per_arm"]) == (1000, 390)
+    assert "to decide, about 1,000 calls and 390 finished tasks per arm would be needed" in " ".join(answer.notes)
 
 
 def test_a_costlier_candidate_fails_on_a_critical_metric_with_exact_money_and_coverage(store: DuckDBStore) -> None:
@@ -459,3 +462,35 @@ def test_the_power_z_written_out_is_scipys() -> None:
     from taskcost.analytics._canary_stats import POWER_Z
 
     assert float(norm.ppf(0.80)) == POWER_Z
+
+
+def test_a_quantile_from_too_few_calls_says_so_and_needed_figures_have_two_significant_digits(
+    store: DuckDBStore,
+) -> None:
+    # 31 calls per arm: the p99 (rank ceil(0.99 x 31) = 31) is the slowest call of each arm, nothing more
+    fleet = Fleet()
+    arm(fleet, BASE, range(1, 32), tasks=31, prefix="b")
+    arm(fleet, CAND, [2 * k for k in range(1, 32)], tasks=31, prefix="c", minute=0.5)
+    fleet.write(store)
+    answer = ask(store)
+    p99 = metric(answer, "latency_p99")
+    assert (p99["baseline"], p99["candidate"]) == ("31", "62")
+    assert "p99 from 31 calls is the largest one seen" in p99["rule"]
+    notes = " ".join(answer.notes)
+    assert "latency_p99, baseline: p99 from 31 calls is the largest one seen" in notes
+    assert "takes at least 1,000 calls" in notes
+    # p95 (rank 30 of 31): one call above it
+    assert "p95 from 31 calls has only 1 of them above it" in metric(answer, "latency_p95")["rule"]
+    for row in answer.metrics.to_dicts():
+        n = row["needed_n"]
+        assert n is None or n < 100 or len(str(n).rstrip("0")) <= 2, (row["metric"], n)
+    for n in (answer.needed_calls_per_arm, answer.needed_tasks_per_arm):
+        assert n is None or n < 100 or len(str(n).rstrip("0")) <= 2
+
+
+def test_needed_figures_round_up_to_two_significant_digits() -> None:
+    from taskcost.analytics._canary_stats import rounded_needed
+
+    assert [rounded_needed(n) for n in (None, 7, 99, 100, 385, 778, 1000, 12_345, 99_001)] == [
+        None, 7, 99, 100, 390, 780, 1000, 13_000, 100_000,
+    ]  # fmt: skip

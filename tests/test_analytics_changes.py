@@ -351,3 +351,19 @@ def test_above_the_sample_size_p95_comes_from_a_deterministic_sample(
     assert sampled[0]["p95_s"] == sampled[1]["p95_s"]  # the same data, the same sample
     assert 1 <= sampled[0]["p95_s"] <= 40 and sampled[0]["p95_s"] != exact  # about 10 of the 40 calls
     assert sampled[0]["calls"] == 40  # counts never sampled
+
+
+def test_a_mix_shift_between_two_present_values_is_not_worded_as_a_migration(store: DuckDBStore) -> None:
+    # baseline: agent v3 on 3 of 4 tasks (1 s each), v1 on 1; current: v1 on 3 of 4 (4 s each), v3 on 1 (1 s):
+    # both values in both windows, only their shares moved (v1 25% -> 75%, v3 75% -> 25%)
+    fleet = Fleet()
+    for i, version in enumerate(["v3", "v3", "v3", "v1"]):
+        fleet.task(f"b{i}", minute=10 * i, agent_version=version).call(input_tokens=1000, output_tokens=0)
+    for i, version in enumerate(["v1", "v1", "v1", "v3"]):
+        fleet.task(f"c{i}", minute=60 + 10 * i, agent_version=version).call(
+            input_tokens=1000, output_tokens=0, duration_s=4 if version == "v1" else 1
+        )
+    fleet.write(store)
+    top = _compare(store).summary()["top_change"]
+    assert top is not None and top.startswith("agent_version mix shifted: v1 25% → 75% of calls, v3 75% → 25%; ")
+    assert "v3 → v1" not in top

@@ -118,6 +118,7 @@ def test_every_kind_of_waste_in_dollars_and_share(store: DuckDBStore) -> None:
         # $0.0062 + $0.011 + $0.002 + $0.011 + $0.00675; c and d
         "total_waste": (Decimal("0.03695"), 2, None, None, 0, 0, True),
         "tool_spend": (Decimal("0.015"), None, 2, None, 0, None, False),  # a $0.01 + c $0.005: beside waste, not in it
+        "gpu_idle": (Decimal(0), None, None, None, 0, None, False),  # no cluster bill in range: idle is $0, known
     }
     shares = dict(zip(a.waste["kind"], a.waste["share_of_spend"], strict=True))
     assert shares["total_waste"] == pytest.approx(0.03695 / 0.07255)

@@ -174,7 +174,8 @@ def test_the_detail_counts_tokens_spend_and_coverage(store: DuckDBStore) -> None
         # 18 x 9,000 = 162,000 in, 18 x 1,000 out; tasks c1, c2, c3 and r1 (running: not in the task figures)
         "cheap-1": (18, 0, 162_000, 18_000, 0, 0, Decimal("0.198"), 4, 1, 3, 1, Decimal("0.176"), None, 16, 0),
         # the call without usage has no tokens to count; it is one of x1's 3 attempts
-        "claude-x": (5, 1, 36_000, 4_000, 0, 0, Decimal("0.168"), 3, 0, 3, 2, Decimal("0.168"), None, 5, 1),
+        # its task spend is over the fully priced tasks only: x2 + k1 = $0.084 (x1 has the unpriced attempt)
+        "claude-x": (5, 1, 36_000, 4_000, 0, 0, Decimal("0.168"), 3, 0, 3, 2, Decimal("0.084"), None, 5, 1),
         "pricey-1": (3, 0, 27_000, 3_000, 0, 0, Decimal("0.33"), 2, 0, 2, 2, Decimal("0.23"), Decimal("0.01"), 2, 0),
         "mystery-9": (1, 1, 0, 0, 5_000, 500, None, 1, 0, 1, 1, None, None, 1, 1),
         "mixed": (0, 0, 0, 0, 0, 0, None, 1, 0, 1, 1, Decimal("0.121"), None, 2, 0),
@@ -211,23 +212,23 @@ def test_the_interval_of_cost_per_completed_task(store: DuckDBStore) -> None:
 
 
 def test_kind_narrows(store: DuckDBStore) -> None:
-    # without k1 (triage): claude-x = x1 + x2 = $0.126 for 1 completed, now dearer than pricey-1's $0.115;
-    # per token its 3 priced calls still make $4.20/M
+    # without k1 (triage): claude-x's tasks are x1 (completed, with an unpriced attempt: left out, not $0) and x2
+    # (failed): no fully priced completed task, so no $/completed task and no rank; per token its 3 priced calls
+    # still make $4.20/M
     a = _ask(store, DEFAULT.narrowed(kind="review"))
     r = _rows(a.ranking, "model")
-    assert (r["claude-x"]["per_completed_task_usd"], r["claude-x"]["per_mtok_usd"]) == (
-        Decimal("0.126"),
-        Decimal("4.2"),
-    )
+    assert (r["claude-x"]["per_completed_task_usd"], r["claude-x"]["per_mtok_usd"]) == (None, Decimal("4.2"))
+    assert r["claude-x"]["unranked_because"] == "no fully priced completed task"
+    assert (r["claude-x"]["unpriced_tasks"], a.summary()["unpriced_tasks"]) == (1, 2)  # x1; and u1 (mystery-9)
     assert _rows(a.detail, "model")["claude-x"]["call_attempts"] == 4
     assert [(m, r[m]["per_token_rank"], r[m]["per_task_rank"]) for m in ("cheap-1", "claude-x", "pricey-1")] == [
-        ("cheap-1", 1, 3),
-        ("claude-x", 2, 2),
-        ("pricey-1", 3, 1),
+        ("cheap-1", 1, 2),
+        ("claude-x", None, None),
+        ("pricey-1", 2, 1),
     ]
     assert a.summary()["headline"] == (
-        "cheap-1 is the cheapest per token (rank 1) but the most expensive per completed task (rank 3); "
-        "pricey-1 is the most expensive per token (rank 3) but the cheapest per completed task (rank 1)"
+        "cheap-1 is the cheapest per token (rank 1) but the most expensive per completed task (rank 2); "
+        "pricey-1 is the most expensive per token (rank 2) but the cheapest per completed task (rank 1)"
     )
     assert _rows(_ask(store, DEFAULT.narrowed(kind="triage")).ranking, "model").keys() == {"claude-x"}
 
@@ -236,10 +237,11 @@ def test_since_and_until_narrow(store: DuckDBStore) -> None:
     # [40 min, 75 min): tasks p1, p2, x1, x2 and their calls only
     a = _ask(store, DEFAULT.narrowed(since=T0 + timedelta(minutes=35), until=T0 + timedelta(minutes=75)))
     assert _ranking(a) == [
-        # claude-x: x1 + x2 = 3 priced calls, $0.126 / 30,000 tokens = $4.20/M; $0.126 for 1 completed; 4 attempts
-        ("claude-x", 1, 2, 1, Decimal("4.2"), 1, Decimal("0.126"), 1, 0.5, 4.0, 1, None),
         # pricey-1: p1 + p2 = $0.22 / 20,000 tokens = $11/M; ($0.12 + $0.11) / 2 = $0.115
-        ("pricey-1", 2, 1, -1, Decimal("11"), 0, Decimal("0.115"), 0, 1.0, 1.0, 2, None),
+        ("pricey-1", 1, 1, 0, Decimal("11"), 0, Decimal("0.115"), 0, 1.0, 1.0, 2, None),
+        # claude-x: x1 + x2 = 3 priced calls, $0.126 / 30,000 tokens = $4.20/M; its one completed task (x1) has an
+        # unpriced attempt: no fully priced completed task, so no $/completed task (not $0) and no rank; 4 attempts
+        ("claude-x", None, None, None, Decimal("4.2"), 1, None, 1, 0.5, 4.0, 1, "no fully priced completed task"),
     ]
 
 
@@ -282,9 +284,10 @@ def test_by_provider(store: DuckDBStore) -> None:
     a = _ask(store, by="provider")
     assert _ranking(a) == [
         # openai = cheap-1 + pricey-1 + mystery-9: ($0.198 + $0.33) / (180,000 + 30,000) tokens = $2.514286/M
-        #   (1 unpriced attempt); tasks c1 c2 c3 p1 p2 m1 u1 (m1 is all openai): ($0.176 + $0.23 + $0.121) / 5
-        #   completed = $0.1054; (16 + 2 + 2 + 1) attempts / 5 = 4.2; 5 of 7
-        ("openai", 1, 2, 1, Decimal("2.514286"), 1, Decimal("0.1054"), 1, 5 / 7, 4.2, 5, None),
+        #   (1 unpriced attempt); tasks c1 c2 c3 p1 p2 m1 u1 (m1 is all openai), u1 unpriced so left out of
+        #   $/completed task: ($0.176 + $0.23 + $0.121) / 4 completed = $0.13175; (16 + 2 + 2 + 1) attempts / 5
+        #   completed = 4.2; 5 of 7
+        ("openai", 1, 2, 1, Decimal("2.514286"), 1, Decimal("0.13175"), 1, 5 / 7, 4.2, 5, None),
         ("anthropic", 2, 1, -1, Decimal("4.2"), 1, Decimal("0.084"), 1, 2 / 3, 2.5, 2, None),
     ]
     assert a.summary()["headline"] == (
@@ -299,10 +302,10 @@ def test_by_engine_lists_calls_without_one_unranked(store: DuckDBStore) -> None:
     assert [(e, r[e]["per_token_rank"], r[e]["per_mtok_usd"], r[e]["per_completed_task_usd"]) for e in r] == [
         ("sglang", 1, Decimal("4.2"), Decimal("0.084")),
         ("vllm", 2, Decimal("11"), Decimal("0.115")),
-        (None, None, Decimal("1.621053"), Decimal("0.099")),
+        (None, None, Decimal("1.621053"), Decimal("0.1485")),
     ]
     # no engine: cheap-1's 18 calls ($0.198), m1's pricey-1 ($0.11), u1's unpriced one: $0.308 / 190,000 tokens;
-    # tasks c1 c2 c3 m1 u1 (r1 runs): ($0.176 + $0.121 + u1 unpriced) / 3 completed (c1, m1, u1) = $0.099
+    # tasks c1 c2 c3 m1 u1 (r1 runs), u1 unpriced so left out: ($0.176 + $0.121) / 2 completed (c1, m1) = $0.1485
     assert r[None]["unranked_because"] == "no engine"
     assert a.summary()["headline"] == "the rankings agree: sglang is the cheapest both per token and per completed task"
     assert any("with no engine" in n for n in a.notes)
@@ -400,9 +403,8 @@ def test_a_row_of_only_unanswered_attempts_says_where_their_tasks_went(tmp_path:
     with DuckDBStore.open(tmp_path / "u.duckdb") as store:
         fleet.write(store)
         rows = {r["model"]: r for r in per_token(store, Filters(), PerTokenOptions()).ranking.iter_rows(named=True)}
-    assert (
-        rows["cheap"]["unranked_because"] == "only unanswered attempts: their tasks count under the model that answered"
-    )
+    # the 429 counts under the model that answered its task (no row of its own); the lost task keeps its name
+    assert "cheap" not in rows
     assert rows["gone"]["unranked_because"] == "only unanswered attempts"
     # the retried task and both its attempts count under the model that answered
     assert (rows["cheap-1"]["completed_tasks"], rows["cheap-1"]["attempts_per_completed_task"]) == (1, 2.0)

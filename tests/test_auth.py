@@ -64,7 +64,8 @@ def test_keys_decide_the_project_and_who_sees_what(app_client: TestClient, store
 
     assert app_client.post("/api/sql", json={"sql": "SELECT 1"}).status_code == 401
     wrong = app_client.post("/api/sql", json={"sql": "SELECT 1"}, headers=_bearer(ingest_a))
-    assert wrong.status_code == 403 and wrong.json()["message"] == "this is an ingest key; this endpoint needs a read key"
+    assert wrong.status_code == 403
+    assert wrong.json()["message"] == "this is an ingest key; this endpoint needs a read key"
     for view in ("spans", "llm_calls", "tool_calls", "tasks"):
         assert _sql(app_client, f"SELECT DISTINCT project FROM {view}", _bearer(read_a)) == [["alpha"]]
     assert _sql(app_client, "SELECT count(*) FROM spans", _bearer(read_a)) == [[4]]

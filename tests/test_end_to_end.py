@@ -111,7 +111,7 @@ def test_the_readmes_four_questions_answer_as_it_shows(server: Server) -> None:
         assert line in canary.stdout and line in readme, line
     breakeven = run_cli("breakeven", "--db", str(server.db), "--gpu", "coreweave-1x-h100", "--tokens-per-s", "2500")
     verdict = next(x for x in breakeven.stdout.splitlines() if x.startswith("  verdict: "))
-    assert verdict in readme and "breaks even at 2,966,263 tokens/hour" in verdict
+    assert verdict in readme and "would break even at 2,966,263 tokens/hour" in verdict
 
 
 def test_cli_reads_the_file_directly_once_the_server_is_gone(server: Server) -> None:

@@ -98,7 +98,7 @@ def test_anthropic_calls_through_the_collector(
         " output_tokens, ttft_s, cost_usd FROM llm_calls ORDER BY start_time",
     )
     assert [(c["attempt"], c["model"], c["status"], c["error_type"]) for c in calls] == [
-        (1, "claude-sonnet-4-5", "error", "529"),
+        (1, "claude-sonnet-4-5-20250929", "error", "529"),  # the model that answered its call (it asked for the alias)
         (2, "claude-sonnet-4-5-20250929", "ok", None),
         (3, "claude-sonnet-4-5-20250929", "ok", None),  # the harness's retry continues the same call
     ]

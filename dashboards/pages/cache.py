@@ -43,7 +43,7 @@ from dashboards._ui import (
     url_id,
 )
 from dashboards.app import PageContext
-from taskcost.analytics import DIMENSIONS, QUESTIONS
+from taskcost.analytics import DIMENSIONS, QUESTIONS, format_usd
 
 __all__ = ["register"]
 
@@ -59,6 +59,11 @@ PALETTE = ("#1c7ed6", "#f76707", "#2f9e44", "#ae3ec9", "#e03131", "#0ca678", "#f
 HIT_BANDS = ("0%", "(0, 25%]", "(25, 50%]", "(50, 75%]", "(75, 100%]")
 
 
+def _usd_text(value: Any) -> str:
+    """Money as the answer gives it (a Decimal, or its JSON string)."""
+    return format_usd(value, places=6, none="unknown")
+
+
 def _coverage(unpriced_calls: int, calls: int, tokens: int, what: str) -> str:
     if not unpriced_calls:
         return f"all {calls:,} calls priced"
@@ -69,7 +74,10 @@ def _coverage(unpriced_calls: int, calls: int, tokens: int, what: str) -> str:
 def _headline(s: Mapping[str, Any]) -> Any:
     calls = int(s["calls"])
     sampled = int(s.get("measured_calls") or calls) < calls
-    missed_sub = f"{s['missed_tokens']:,} tokens repeated a prompt prefix without being read from the cache"
+    missed_sub = (
+        f"{s['missed_tokens']:,} tokens of every selected call repeated a prompt prefix without being read from the "
+        "cache (the Cost page's waste counts those of completed tasks' last attempts only)"
+    )
     if sampled:
         missed_sub += f" (measured on {s['measured_calls']:,} of {calls:,} calls, scaled)"
     breaks = (
@@ -93,11 +101,12 @@ def _headline(s: Mapping[str, Any]) -> Any:
                             s.get("saved_usd"),
                             _coverage(s["unpriced_calls"], calls, s["unpriced_cache_read_tokens"], "cache-read"),
                         ),
-                        "cache reads at (input − cache-read rate)",
+                        f"cache reads at (input − cache-read rate), net of {_usd_text(s.get('write_premium_usd'))} "
+                        "cache-write premium (writes at cache-write − input rate)",
                         id="cache-saved",
                     ),
                     stat(
-                        "Missed",
+                        "Missed (all calls)",
                         money(
                             s.get("missed_usd"),
                             _coverage(s["unpriced_calls"], calls, s["unpriced_missed_tokens"], "missed"),
@@ -185,6 +194,7 @@ GROUP_COLUMNS = (
     "cache_read_tokens",
     "hit_rate",
     "saved_usd",
+    "write_premium_usd",
     "missed_tokens",
     "missed_usd",
     "fingerprint_calls",
@@ -385,20 +395,19 @@ def _prefix(tables: Mapping[str, Any]) -> Any:
     )
 
 
-MODEL_COLUMNS = (
+MODEL_COLUMNS = (  # what fits the page; the CLI's CSV and JSON carry the unpriced tokens too
     "provider",
     "model",
-    "self_hosted",
     "input_usd_per_mtok",
     "cache_read_usd_per_mtok",
+    "cache_write_usd_per_mtok",
     "calls",
     "hit_rate",
     "saved_usd",
+    "write_premium_usd",
     "missed_tokens",
     "missed_usd",
     "unpriced_calls",
-    "unpriced_cache_read_tokens",
-    "unpriced_missed_tokens",
 )
 
 

@@ -71,6 +71,7 @@ WASTE_KINDS: tuple[tuple[str, str, str], ...] = (
     ("cache_misses", "cache misses", "#1c7ed6"),
 )
 TOOL_COLOR = "#adb5bd"
+IDLE_COLOR = "#868e96"
 GROUP_PARTS: tuple[tuple[str, str, str], ...] = (
     ("failed_tasks_usd", "failed + abandoned tasks", "#e03131"),
     ("superseded_attempts_usd", "failed + retried attempts", "#7048e8"),
@@ -143,6 +144,7 @@ def _headline(s: Mapping[str, Any]) -> Any:
                 f"{pct(s.get('waste_share'))} of spend bought nothing",
                 id="cost-waste-total",
             ),
+            _idle_stat(s),
             stat(
                 "Attempts per completed task",
                 "—" if s.get("attempts_per_completed_task") is None else f"{s['attempts_per_completed_task']:.2f}",
@@ -151,20 +153,30 @@ def _headline(s: Mapping[str, Any]) -> Any:
                 id="cost-attempts",
             ),
         ],
-        cols={"base": 1, "sm": 2, "lg": 5},
+        cols={"base": 1, "sm": 2, "lg": 6},
         spacing="sm",
     )
 
 
+def _idle_stat(s: Mapping[str, Any]) -> Any:
+    """The clusters' bills no call used: its own figure, in no task's spend (unknown, never $0, without the bills)."""
+    if "gpu_idle_usd" in s and s["gpu_idle_usd"] is None:
+        return stat("Idle GPU", "unknown", "this store gives no cluster bills (not $0)", id="cost-gpu-idle")
+    bill = s.get("gpu_bill_usd")
+    sub = "no cluster bill in range" if not s.get("gpu_windows") else f"of the {usd(bill)} GPU bill; in no task's spend"
+    return stat("Idle GPU", money(s.get("gpu_idle_usd")), sub, id="cost-gpu-idle")
+
+
 # -- waste -------------------------------------------------------------------------------------------------------
 def _waste_kinds(waste: Mapping[str, Any]) -> Any:
-    """Everything selected: one bar per waste kind, tool spend beside them (not waste)."""
+    """Everything selected: one bar per waste kind, tool spend and idle GPU beside them (not waste)."""
     rows = {r["kind"]: r for r in rows_of(waste)}
     fig = Fig()
-    kinds = [*WASTE_KINDS, ("tool_spend", "tool spend (not waste)", TOOL_COLOR)]
+    beside = [("tool_spend", "tool spend (not waste)", TOOL_COLOR), ("gpu_idle", "idle GPU (not waste)", IDLE_COLOR)]
+    kinds = [*WASTE_KINDS, *beside]
     for kind, label, color in kinds:
         r = rows.get(kind)
-        if r is None:
+        if r is None or (kind == "gpu_idle" and r["amount_usd"] is None):  # unknown idle: no bar (never $0)
             continue
         fig.add_bar(
             y=[label],
@@ -277,7 +289,8 @@ def _ci_text(g: Mapping[str, Any]) -> str:
 
 # -- over time ---------------------------------------------------------------------------------------------------
 def _over_time(groups: list[dict[str, Any]], bucket: str, confidence: float) -> Any:
-    rows = sorted(groups, key=lambda g: g["bucket"])
+    # a group with no bucket (no task in it finished yet) is no point of a time series
+    rows = sorted((g for g in groups if g["bucket"] is not None), key=lambda g: g["bucket"])
     x = [g["bucket"] for g in rows]
     cost = Fig()
     cost.add_scatter(

@@ -231,8 +231,19 @@ def _parse(text: str | None) -> datetime | None:
         return None
 
 
+def _clusters_sub(configured: str | None, priced_with: list[str]) -> str:
+    """Which clusters file the stored self-hosted calls were priced with (their ``price_source``), beside the one
+    configured now (a file that changed since, e.g. a cluster handed back, has another hash)."""
+    if not priced_with:
+        return "configured now; no stored call was priced with a clusters file"
+    text = "stored self-hosted calls priced with " + ", ".join(priced_with)
+    return text if configured in priced_with else f"configured now (no stored call priced with it); {text}"
+
+
 def _prices(h: dict[str, Any] | None, store: Any) -> Any:
     parts: list[Any] = []
+    uses = price_sources(store)
+    priced_with = list(dict.fromkeys(u.price_source for u in uses if (u.price_source or "").startswith("clusters ")))
     if h is not None:
         p = h["prices"]
         parts.append(
@@ -245,7 +256,12 @@ def _prices(h: dict[str, Any] | None, store: Any) -> Any:
                     id="health-price-data",
                 ),
                 stat("Price book", p["book"] or "none", "custom models, discounts, fees", id="health-price-book"),
-                stat("Clusters", p["clusters"] or "none", "self-hosted GPU prices", id="health-clusters"),
+                stat(
+                    "Clusters file",
+                    p["clusters"] or "none",
+                    _clusters_sub(p["clusters"], [str(u) for u in priced_with]),
+                    id="health-clusters",
+                ),
                 _allocation(h.get("cluster_allocation")),
             )
         )
@@ -258,7 +274,6 @@ def _prices(h: dict[str, Any] | None, store: Any) -> Any:
                     className="tc-error",
                 )
             )
-    uses = price_sources(store)
     if uses:
         parts.append(dmc.Text("Stored LLM calls were priced with", size="sm", fw=600))
         parts.append(

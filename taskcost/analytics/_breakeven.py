@@ -47,7 +47,8 @@ from taskcost.analytics._breakeven_sql import (
     _traffic_sql,
     _unfolded_sql,
 )
-from taskcost.analytics._filters import Filters, Sql, call_scope, naive_utc
+from taskcost.analytics._breakeven_window import LOW_WINDOW_H, edge_notes, edge_scales, window
+from taskcost.analytics._filters import Filters, Sql, call_scope
 from taskcost.analytics._groups import Top, fold_note, max_groups_option
 from taskcost.analytics._question import Options, Question, UsageError
 from taskcost.analytics._rates import UNITS, ModelRates, completed_rates, listed_rates, model_rates
@@ -57,7 +58,6 @@ __all__ = ["QUESTION", "BreakevenAnswer", "BreakevenOptions", "Throughput", "bre
 
 _M = Decimal(1_000_000)
 _MAX_HOURS = 24 * 366 * 5  # a longer window is asked for by mistake (its profile would be mostly idle hours)
-_LOW_WINDOW_H = 24 * 7
 _MEASURE_HOURS = 24
 """Throughput is measured on the self-hosted calls that started in the busiest hours (most tokens): the load nearest
 saturation, and a bounded sort whatever the history's length."""
@@ -205,53 +205,6 @@ class BreakevenAnswer(Answer):
 
 
 # -- traffic -------------------------------------------------------------------------------------------------------
-def _window(filters: Filters, hours: pl.Series) -> tuple[datetime, int]:
-    """The window's first hour and its length in hours: the filters' since / until when given (idle hours at either
-    end count), else the first and last hour with traffic."""
-
-    first, last = hours.min(), hours.max()
-    assert isinstance(first, datetime) and isinstance(last, datetime)
-    lo = naive_utc(filters.since) if filters.since is not None else first
-    hi = naive_utc(filters.until) if filters.until is not None else last + timedelta(hours=1)
-    lo = lo.replace(minute=0, second=0, microsecond=0)
-    n = int(-(-(hi - lo) // timedelta(hours=1)))
-    return lo, n
-
-
-def _edge_scales(store: ReadStore, filters: Filters, start: datetime, hours: int) -> tuple[Decimal, Decimal]:
-    """What the first and the last hour of the window count for, against the part of them observed: 3600 s / the
-    seconds observed (1 for a whole hour). The window begins at ``since`` (else the first call's start) and ends at
-    ``until`` (else the last call's end); a one-hour window's two scales are the same. Measured for windows shorter
-    than a week (the calls' first start and last end: one read); longer ones take whole hours (an edge is then under
-    1% of the window)."""
-    one = Decimal(1)
-    if hours >= _LOW_WINDOW_H:
-        return one, one
-    lo = naive_utc(filters.since) if filters.since is not None else None
-    hi = naive_utc(filters.until) if filters.until is not None else None
-    if lo is None or hi is None:
-        edges = (
-            Sql("WITH ")
-            + call_scope(filters)
-            + Sql(" SELECT min(start_time) AS lo, max(end_time) AS hi FROM scoped_calls")
-        )
-        row = frame(store, edges, filters).row(0, named=True)
-        lo = lo if lo is not None else row["lo"]
-        hi = hi if hi is not None else row["hi"]
-    end = start + timedelta(hours=hours)
-    lo = max(lo or start, start)
-    hi = min(hi or end, end)
-
-    def scale(a: datetime, b: datetime) -> Decimal:
-        seen = Decimal((b - a) // timedelta(microseconds=1)) / Decimal(1_000_000)
-        return (Decimal(3600) / seen).quantize(Decimal("1e-9")) if seen > 0 else one
-
-    if hours == 1:
-        both = scale(lo, hi)
-        return both, both
-    return scale(lo, start + timedelta(hours=1)), scale(end - timedelta(hours=1), hi)
-
-
 def _rates(
     store: ReadStore, filters: Filters, options: BreakevenOptions, models: pl.DataFrame, at: datetime
 ) -> pl.DataFrame:
@@ -318,7 +271,7 @@ def _rates(
 
 def _traffic(
     store: ReadStore, filters: Filters, options: BreakevenOptions
-) -> tuple[pl.DataFrame, Profile | None, pl.DataFrame, Top]:
+) -> tuple[pl.DataFrame, Profile | None, pl.DataFrame, Top, list[str]]:
     """The hourly traffic: per model (the ``traffic`` table; past max_groups, one ``other`` row per deployment and
     whether it could be priced) and, over the models an API rate prices, the profile."""
     # nothing folded when the models fit (the common case: one query); else ranked, then read again folded
@@ -330,12 +283,13 @@ def _traffic(
         hourly = frame(store, _traffic_sql(filters, top), filters)
     keys = ["provider", "model", "deployment", "tail_priced"]
     if hourly.is_empty():
-        return hourly, None, pl.DataFrame(), top
-    start, hours = _window(filters, hourly["hour"])
+        return hourly, None, pl.DataFrame(), top, []
+    start, hours = window(filters, hourly["hour"])
     if hours > _MAX_HOURS:
         raise UsageError(f"the window is {hours:,} hours long; give --since / --until within 5 years")
     # an hour at either end observed in part (a 6-minute window is not an hour of traffic) counts at its rate
-    first, last = _edge_scales(store, filters, start, hours)
+    first, last = edge_scales(store, filters, start, hours)
+    scaled = edge_notes(hours, first, last)
     h = (pl.col("hour") - start).dt.total_hours()
     scale = pl.when(h == 0).then(pl.lit(first)).when(h == hours - 1).then(pl.lit(last)).otherwise(pl.lit(Decimal(1)))
     hourly = hourly.with_columns(scale.cast(pl.Decimal(38, 12)).alias("scale"), h.alias("h"))
@@ -400,14 +354,14 @@ def _traffic(
     table = table.drop("api_umtok").with_columns(pl.Series("api_monthly_usd", monthly, dtype=pl.Decimal(38, 12)))
     table = table.select(*table.columns[:-3], "api_monthly_usd", "observed_cost_usd", "unpriced_calls")
     if per_hour.is_empty():
-        return table, None, models, top
+        return table, None, models, top, scaled
     v = np.zeros(window_hours, dtype=np.int64)
     api = [Decimal(0)] * window_hours
     idx = per_hour["h"].to_numpy()
     v[idx] = per_hour["tokens"].to_numpy()
     for i, usd in zip(idx.tolist(), per_hour["api_umtok"].to_list(), strict=True):
         api[i] = usd / _M
-    return table, Profile(v.tolist(), api), models, top
+    return table, Profile(v.tolist(), api), models, top, scaled
 
 
 # -- throughput and the GPU's price ----------------------------------------------------------------------------------
@@ -478,8 +432,8 @@ def _throughput(units: dict[str, Any], options: BreakevenOptions) -> Throughput 
 def breakeven(store: ReadStore, filters: Filters, options: BreakevenOptions) -> BreakevenAnswer:
     """Rent vs API for the selected traffic (docs/analytics.md, "Rent vs API")."""
     # --gpu-type names the GPU to rent (and the self-hosted calls that measure it), not the traffic: API calls have none
-    table, profile, models, top = _traffic(store, filters.narrowed(gpu_type=None), options)
-    notes: list[str] = fold_note(top, "models (provider, model and deployment)", "--model")
+    table, profile, models, top, scaled = _traffic(store, filters.narrowed(gpu_type=None), options)
+    notes: list[str] = fold_note(top, "models (provider, model and deployment)", "--model") + scaled
     if filters.gpu_type is not None:
         notes.append(f"--gpu-type {filters.gpu_type}: the GPU to rent and to measure throughput on; traffic on any GPU")
     calls = int(table["calls"].sum()) if not table.is_empty() else 0
@@ -489,7 +443,9 @@ def breakeven(store: ReadStore, filters: Filters, options: BreakevenOptions) -> 
         int((excluded["input_tokens"] + excluded["output_tokens"]).sum()) if not excluded.is_empty() else 0
     )
     if excluded_calls:
-        names = ", ".join(sorted({f"{m} ({d})" for m, d in excluded.select("model", "deployment").iter_rows()}))
+        names = ", ".join(
+            sorted({f"{m or '(no model name)'} ({d})" for m, d in excluded.select("model", "deployment").iter_rows()})
+        )
         notes.append(
             f"coverage: {calls - excluded_calls:,} of {calls:,} call attempts priced at API rates; {excluded_calls:,} "
             f"({excluded_tokens:,} tokens) have no API rate and are left out of both sides: {names}"
@@ -589,7 +545,7 @@ def _notes(
     folded: int,
 ) -> list[str]:
     notes = []
-    if profile.hours < _LOW_WINDOW_H:
+    if profile.hours < LOW_WINDOW_H:
         notes.append(f"the window is {profile.hours} hour(s): shorter than a week, it misses the weekly cycle")
     priced = models.filter(pl.col("priced"))
     # a name with no tokens (attempts that got no response keep the name they asked for) is no traffic to serve

@@ -120,14 +120,25 @@ class CacheAnswer(Answer):
     def tables(self) -> list[Table]:
         by = f" by {self.by}" if self.by else ""
         key = (self.by,) if self.by else ()
-        totals = ("calls", "input_tokens", "cache_read_tokens", "hit_rate", "saved_usd", "missed_tokens", "missed_usd")
+        totals = (
+            "calls", "input_tokens", "cache_read_tokens", "hit_rate", "saved_usd", "write_premium_usd", "missed_tokens",
+            "missed_usd",
+        )  # fmt: skip
         out = [
             Table("groups", f"Cache hit rate, saved and missed{by}", self.groups, (*key, *totals, "unpriced_calls")),
             Table(
                 "by_model",
                 "By model, at its rates (USD per million tokens)",
                 self.by_model,
-                ("provider", "model", "self_hosted", "input_usd_per_mtok", "cache_read_usd_per_mtok", *totals),
+                (
+                    "provider",
+                    "model",
+                    "self_hosted",
+                    "input_usd_per_mtok",
+                    "cache_read_usd_per_mtok",
+                    "cache_write_usd_per_mtok",
+                    *totals,
+                ),  # fmt: skip
             ),
         ]
         if self.bucket is not None:
@@ -181,26 +192,49 @@ def _threshold(calls: int, exact: bool) -> int | None:
 # -- pricing -----------------------------------------------------------------------------------------------------
 
 
-def _priced(df: pl.DataFrame, money: dict[str, str]) -> pl.DataFrame:
-    """Rows keyed by (..., self_hosted, input, cache_read): the rates of the row's model in USD per token, from the
-    SQL) with token columns priced (``money``: money column -> its tokens) at the cache discount (input rate -
+def _priced(df: pl.DataFrame, money: dict[str, str], premium: bool = False) -> pl.DataFrame:
+    """Rows keyed by (..., self_hosted, input, cache_read, cache_write): the rates of the row's model in USD per token,
+    from the SQL) with token columns priced (``money``: money column -> its tokens) at the cache discount (input rate -
     cache-read rate), which is null for a self-hosted call (no per-token price) and for a model without both rates;
     ``unpriced_calls`` and ``unpriced_<tokens>`` count what could not be priced. No tokens cost exactly $0 at any
-    rate: a row without cache reads or misses (an attempt that got no response) has nothing unpriced."""
+    rate: a row without cache reads or misses (an attempt that got no response) has nothing unpriced.
+
+    With ``premium``: also ``write_premium_usd`` = ``cache_write_tokens`` x (cache-write rate - input rate), what the
+    cache writes cost more than plain input, and ``saved_usd`` is net of it (a saving of a row whose writes cannot be
+    priced is unknown: null)."""
     discount = pl.col("input") - pl.col("cache_read")
     out = df.with_columns(discount=pl.when(pl.col("self_hosted")).then(None).otherwise(discount))
+    writes = premium and "cache_write_tokens" in df.columns
+    if writes:
+        extra_rate = pl.col("cache_write") - pl.col("input")
+        out = out.with_columns(write_extra=pl.when(pl.col("self_hosted")).then(None).otherwise(extra_rate))
     extra = []
     for m, tokens in money.items():
         usd = pl.col(tokens).cast(pl.Decimal(38, 0)) * pl.col("discount")
         extra.append(pl.when(pl.col(tokens) == 0).then(usd.fill_null(0)).otherwise(usd).alias(m))
     priced = pl.col("discount").is_not_null() | (pl.sum_horizontal([pl.col(t) for t in money.values()]) == 0)
+    if writes:
+        usd = pl.col("cache_write_tokens").cast(pl.Decimal(38, 0)) * pl.col("write_extra")
+        extra.append(
+            pl.when(pl.col("cache_write_tokens") == 0).then(usd.fill_null(0)).otherwise(usd).alias("write_premium_usd")
+        )
+        priced = priced & (pl.col("write_extra").is_not_null() | (pl.col("cache_write_tokens") == 0))
+        extra.append(
+            pl.when(pl.col("write_extra").is_not_null())
+            .then(0)
+            .otherwise(pl.col("cache_write_tokens"))
+            .alias("unpriced_cache_write_tokens")
+        )
     extra.append(pl.when(priced).then(0).otherwise(pl.col("calls")).alias("unpriced_calls"))
     extra += [
         pl.when(pl.col("discount").is_not_null()).then(0).otherwise(pl.col(tokens)).alias(f"unpriced_{tokens}")
         for tokens in ("cache_read_tokens", "missed_tokens")
         if tokens in money.values()
     ]
-    return out.with_columns(extra)
+    out = out.with_columns(extra)
+    if writes and "saved_usd" in out.columns:
+        out = out.with_columns(saved_usd=pl.col("saved_usd") - pl.col("write_premium_usd"))
+    return out
 
 
 def _scaled(df: pl.DataFrame, scale: float) -> pl.DataFrame:
@@ -215,19 +249,21 @@ def _scaled(df: pl.DataFrame, scale: float) -> pl.DataFrame:
 
 
 _COUNTS = [
-    "calls", "input_tokens", "cache_read_tokens", "missed_tokens", "fingerprint_calls", "size_estimate_calls",
-    "unpriced_calls", "unpriced_cache_read_tokens", "unpriced_missed_tokens",
+    "calls", "input_tokens", "cache_read_tokens", "cache_write_tokens", "missed_tokens", "fingerprint_calls",
+    "size_estimate_calls", "unpriced_calls", "unpriced_cache_read_tokens", "unpriced_cache_write_tokens",
+    "unpriced_missed_tokens",
 ]  # fmt: skip
 _FIGURES = [
-    "calls", "input_tokens", "cache_read_tokens", "hit_rate", "saved_usd", "missed_tokens", "missed_usd",
-    "fingerprint_calls", "size_estimate_calls", "unpriced_calls", "unpriced_cache_read_tokens",
-    "unpriced_missed_tokens",
+    "calls", "input_tokens", "cache_read_tokens", "cache_write_tokens", "hit_rate", "saved_usd", "write_premium_usd",
+    "missed_tokens", "missed_usd", "fingerprint_calls", "size_estimate_calls", "unpriced_calls",
+    "unpriced_cache_read_tokens", "unpriced_cache_write_tokens", "unpriced_missed_tokens",
 ]  # fmt: skip
 
 
 def _rollup(priced: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Priced rows summed to ``keys``: the columns of ``groups``, ``over_time`` and ``by_model``."""
-    aggs = [pl.col(c).sum().cast(pl.Int64) for c in _COUNTS] + [money_sum("saved_usd"), money_sum("missed_usd")]
+    money = [money_sum("saved_usd"), money_sum("write_premium_usd"), money_sum("missed_usd")]
+    aggs = [pl.col(c).sum().cast(pl.Int64) for c in _COUNTS] + money
     out = priced.group_by(keys, maintain_order=True).agg(aggs) if keys else priced.select(aggs)
     out = out.with_columns(hit_rate_expr()).select(*keys, *_FIGURES)
     return out.sort(keys, nulls_last=True) if keys else out
@@ -261,7 +297,8 @@ def _notes(by_model: pl.DataFrame, misses: bool = True, folded: int = 0) -> list
         )
         missed = f" and {row['missed_tokens']:,} missed" if misses else ""
         notes.append(
-            f"{row['provider']}/{row['model']}: {why}; its {row['cache_read_tokens']:,} cache-read{missed} tokens "
+            f"{row['provider'] or '(no provider)'}/{row['model'] or '(no model name)'}: {why}; its"
+            f" {row['cache_read_tokens']:,} cache-read{missed} tokens "
             f"({row['calls']:,} calls) are unpriced."
         )
     return notes
@@ -279,16 +316,18 @@ def _headline(total: dict[str, Any], misses: bool = True) -> str:
     if not total["input_tokens"]:
         return "no input tokens in the selection"
     missed = f", missed {_usd(total['missed_usd'])}" if misses else ""
+    premium = total.get("write_premium_usd")
+    net = f" (net of {_usd(premium)} cache-write premium)" if premium else ""
     text = (
         f"hit rate {total['hit_rate']:.1%} of {total['input_tokens']:,} input tokens; "
-        f"saved {_usd(total['saved_usd'])}{missed}"
+        f"saved {_usd(total['saved_usd'])}{net}{missed}"
     )
     if total["unpriced_calls"]:
         text += f" ({total['unpriced_calls']:,} of {total['calls']:,} calls unpriced: tokens only)"
     return text
 
 
-_CELL = ["grp", "bucket", "provider", "model", "self_hosted", "input", "cache_read"]
+_CELL = ["grp", "bucket", "provider", "model", "self_hosted", "input", "cache_read", "cache_write"]
 """A cell of the tokens: a group, a time bucket and a model (with its rates)."""
 
 
@@ -296,16 +335,16 @@ def _by_model(priced: pl.DataFrame) -> pl.DataFrame:
     """One row per (provider, model, self_hosted), with the rates it was priced at (USD per million tokens; none for
     the ``other`` row of a fold, whose models each had their own)."""
     out = _rollup(priced, ["provider", "model", "self_hosted"])
-    one = pl.struct("input", "cache_read").n_unique() == 1
+    units = ("input", "cache_read", "cache_write")
+    one = pl.struct(*units).n_unique() == 1
     rate_cols = priced.group_by("provider", "model").agg(
-        pl.when(one).then(pl.col("input").first() * _M).cast(pl.Decimal(38, 12)).alias("input_usd_per_mtok"),
-        pl.when(one).then(pl.col("cache_read").first() * _M).cast(pl.Decimal(38, 12)).alias("cache_read_usd_per_mtok"),
+        pl.when(one).then(pl.col(u).first() * _M).cast(pl.Decimal(38, 12)).alias(f"{u}_usd_per_mtok") for u in units
     )
     out = out.join(rate_cols, on=["provider", "model"], how="left", nulls_equal=True).with_columns(
-        pl.when(pl.col("self_hosted")).then(None).otherwise(pl.col(c)).alias(c)
-        for c in ("input_usd_per_mtok", "cache_read_usd_per_mtok")
+        pl.when(pl.col("self_hosted")).then(None).otherwise(pl.col(f"{u}_usd_per_mtok")).alias(f"{u}_usd_per_mtok")
+        for u in units
     )
-    first = ["provider", "model", "self_hosted", "input_usd_per_mtok", "cache_read_usd_per_mtok"]
+    first = ["provider", "model", "self_hosted", *(f"{u}_usd_per_mtok" for u in units)]
     return out.select(*first, *[c for c in out.columns if c not in first])
 
 
@@ -390,14 +429,16 @@ def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -
     # per-call query only: its groups are its cells (exact unless sampled)
     money = {"saved_usd": "cache_read_tokens", "missed_usd": "missed_tokens"}
     measures = ["missed_tokens", "fingerprint_calls", "size_estimate_calls"]
-    task_cells = per_call.group_by(_CELL).agg(pl.col("calls", "input_tokens", "cache_read_tokens", *measures).sum())
+    task_cells = per_call.group_by(_CELL).agg(
+        pl.col("calls", "input_tokens", "cache_read_tokens", "cache_write_tokens", *measures).sum()
+    )
     keys = _CELL[1:] if _task_valued(by) else _CELL
     misses = task_cells.group_by(keys).agg(pl.col(*measures).sum())
     cells = totals_frame.join(misses, on=keys, how="left", nulls_equal=True).with_columns(
         pl.col(*measures).fill_null(0)
     )
-    priced = _priced(cells, money)
-    grouped = _priced(task_cells, money) if _task_valued(by) else priced
+    priced = _priced(cells, money, premium=True)
+    grouped = _priced(task_cells, money, premium=True) if _task_valued(by) else priced
     group_keys = ["grp"] if by is not None else []
     rename = {"grp": by} if by is not None else {}
     groups = _rollup(grouped, group_keys).rename(rename)
@@ -416,6 +457,7 @@ def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -
     totals: dict[str, Any] = {
         "headline": _headline(total),
         **{k: total[k] for k in ("calls", "input_tokens", "cache_read_tokens", "hit_rate", "saved_usd")},
+        **{k: total[k] for k in ("cache_write_tokens", "write_premium_usd", "unpriced_cache_write_tokens")},
         **{k: total[k] for k in ("missed_tokens", "missed_usd", "fingerprint_calls", "size_estimate_calls")},
         **{k: total[k] for k in ("unpriced_calls", "unpriced_cache_read_tokens", "unpriced_missed_tokens")},
         "prefix_compared_calls": compared,
@@ -428,6 +470,10 @@ def cache_economics(store: ReadStore, filters: Filters, options: CacheOptions) -
     notes += folds.notes(by, _breaks(answer))
     if not options.misses:
         return _without_misses(filters, by, bucket, totals, groups, over_time, by_model, notes)
+    notes.append(
+        "missed counts every selected call attempt (any task outcome, retries included); the cost question's "
+        "cache_miss_usd (a waste part) counts completed tasks' last attempts only, so it is smaller."
+    )
     notes.append(
         f"missed tokens: {totals['fingerprint_calls']:,} repeat call(s) measured by the SDK's prompt fingerprint, "
         f"{totals['size_estimate_calls']:,} estimated as min(previous input, this input) (no fingerprint)."

@@ -52,9 +52,12 @@ _BANDS = """CASE WHEN coalesce(c.input_tokens, 0) <= 0 THEN NULL
         CASE WHEN coalesce(c.input_tokens, 0) <= 0 THEN NULL
             WHEN c.input_tokens < 1024 THEN 0 WHEN c.input_tokens < 4096 THEN 1 WHEN c.input_tokens < 16384 THEN 2
             WHEN c.input_tokens < 65536 THEN 3 ELSE 4 END AS size_band"""
-_ROW = """call_grp, bucket, provider, model, self_hosted, input, cache_read, input_tokens, cache_read_tokens,
-        has_fingerprint, prompt_chars, stable_prefix_chars, prefix_break_block, prefix_break_kind, ttft_s, hit_band,
-        size_band"""
+_ROW = """call_grp, bucket, provider, model, self_hosted, input, cache_read, cache_write, input_tokens,
+        cache_read_tokens, cache_write_tokens, has_fingerprint, prompt_chars, stable_prefix_chars, prefix_break_block,
+        prefix_break_kind, ttft_s, hit_band, size_band"""
+_RATE_COLUMNS = "r.input AS input, r.cache_read AS cache_read, r.cache_write AS cache_write"
+"""A model's rates each row keeps (USD per token): input, cache read (what a read saves against input) and cache
+write (what a write costs more than input: the premium a saving is net of)."""
 _RATES_JOIN = (
     "LEFT JOIN model_rates AS r ON r.provider IS NOT DISTINCT FROM c.provider AND r.model IS NOT DISTINCT FROM c.model"
 )
@@ -64,12 +67,13 @@ _RATES_JOIN = (
 # rates of their own model, so the ``other`` row is priced exactly): from the calls added up per hour
 # (``hours_scope``: the hourly roll-up; per minute, the calls themselves).
 _TOTALS = f"""
-    coalesce(c.deployment = 'self_hosted', FALSE) AS self_hosted, r.input AS input, r.cache_read AS cache_read,
+    coalesce(c.deployment = 'self_hosted', FALSE) AS self_hosted, {_RATE_COLUMNS},
     CAST(sum(c.attempts) AS BIGINT) AS calls,
     CAST(sum(c.input_tokens) AS BIGINT) AS input_tokens,
-    CAST(sum(c.cache_read_tokens) AS BIGINT) AS cache_read_tokens
+    CAST(sum(c.cache_read_tokens) AS BIGINT) AS cache_read_tokens,
+    CAST(sum(c.cache_write_tokens) AS BIGINT) AS cache_write_tokens
 FROM scoped_hours AS c {_RATES_JOIN}
-GROUP BY 1, 2, 3, 4, 5, 6, 7
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
 """
 
 # Each (sampled) call's repeated prefix: measured by the fingerprint, or (no fingerprint) estimated from the previous
@@ -83,8 +87,9 @@ GROUP BY 1, 2, 3, 4, 5, 6, 7
 # ``quantilesExactInclusive``). Rows keep their model's rates (``input``, ``cache_read``) so that they are priced here.
 _SAMPLED = f"""
         c.provider, c.model, coalesce(c.deployment = 'self_hosted', FALSE) AS self_hosted,
-        r.input AS input, r.cache_read AS cache_read,
+        {_RATE_COLUMNS},
         coalesce(c.input_tokens, 0) AS input_tokens, coalesce(c.cache_read_tokens, 0) AS cache_read_tokens,
+        coalesce(c.cache_write_tokens, 0) AS cache_write_tokens,
         c.prompt_chars IS NOT NULL AS has_fingerprint, c.prompt_chars, c.stable_prefix_chars,
         c.prefix_break_block, c.prefix_break_kind, c.ttft_s, {_BANDS}
     FROM scoped_calls AS c {_RATES_JOIN}
@@ -120,28 +125,30 @@ _MEASURES = """
         THEN least(CAST(stable_prefix_chars AS DOUBLE) / prompt_chars, 1.0) END) AS stable_share_sum,
     CAST(sum(CASE WHEN estimate = 'fingerprint' AND prompt_chars > 0 THEN 1 ELSE 0 END) AS BIGINT) AS share_calls,
     CAST(sum(CASE WHEN estimate = 'fingerprint' AND prefix_break_block IS NOT NULL
-        THEN greatest(input_tokens - repeated_tokens, 0) ELSE 0 END) AS BIGINT) AS after_break_tokens"""
+        THEN greatest(input_tokens - repeated_tokens, 0) ELSE 0 END) AS BIGINT) AS after_break_tokens,
+    CAST(sum(cache_write_tokens) AS BIGINT) AS cache_write_tokens"""
 _KEYS = """grp, bucket, task_kind, has_fingerprint, break_kind_f AS prefix_break_kind,
-    break_block_f AS prefix_break_block, provider_f AS provider, model_f AS model, self_hosted, input, cache_read"""
+    break_block_f AS prefix_break_block, provider_f AS provider, model_f AS model, self_hosted, input, cache_read,
+    cache_write"""
 _PER_CALL_TABLES = f"""
 SELECT CASE WHEN GROUPING(grp) = 0 THEN 'cells' WHEN GROUPING(break_kind_f) = 0 THEN 'breaks' ELSE 'kinds' END AS part,
     {_KEYS}, CAST(NULL AS INTEGER) AS hit_band, CAST(NULL AS INTEGER) AS size_band, {_MEASURES},
     CAST(NULL AS DOUBLE[]) AS ttft_quantiles
 FROM calls
 GROUP BY GROUPING SETS (
-    (grp, bucket, provider_f, model_f, self_hosted, input, cache_read),
-    (task_kind, has_fingerprint, self_hosted, input, cache_read),
-    (task_kind, has_fingerprint, break_kind_f, break_block_f, self_hosted, input, cache_read)
+    (grp, bucket, provider_f, model_f, self_hosted, input, cache_read, cache_write),
+    (task_kind, has_fingerprint, self_hosted, input, cache_read, cache_write),
+    (task_kind, has_fingerprint, break_kind_f, break_block_f, self_hosted, input, cache_read, cache_write)
 )
 UNION ALL
 SELECT CASE WHEN GROUPING(size_band) = 1 THEN 'hit' ELSE 'size' END AS part,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, hit_band, size_band, {_MEASURES},
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, hit_band, size_band, {_MEASURES},
     quantile_cont(ttft_s, [0.5, 0.95]) AS ttft_quantiles
 FROM calls
 GROUP BY GROUPING SETS ((hit_band), (hit_band, size_band))
 UNION ALL
-SELECT 'break_values' AS part, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    n, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, NULL
+SELECT 'break_values' AS part, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    n, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, NULL
 FROM break_values
 """
 # Read unfolded (``_Folds.breaks`` false), the same tables come from one aggregate at the finest grain (every key of
@@ -153,19 +160,19 @@ SELECT CASE WHEN GROUPING(hit_band) = 1 THEN 'finest' WHEN GROUPING(size_band) =
     CASE WHEN GROUPING(hit_band) = 0 THEN quantile_cont(ttft_s, [0.5, 0.95]) END AS ttft_quantiles
 FROM calls
 GROUP BY GROUPING SETS (
-    (grp, bucket, provider_f, model_f, self_hosted, input, cache_read, task_kind, has_fingerprint, break_kind_f,
-     break_block_f),
+    (grp, bucket, provider_f, model_f, self_hosted, input, cache_read, cache_write, task_kind, has_fingerprint,
+     break_kind_f, break_block_f),
     (hit_band),
     (hit_band, size_band)
 )
 UNION ALL BY NAME
-SELECT 'rates' AS part, provider, model, input, cache_read FROM model_rates
+SELECT 'rates' AS part, provider, model, input, cache_read, cache_write FROM model_rates
 """
 _PARTS = {
-    "cells": ("grp", "bucket", "provider", "model", "self_hosted", "input", "cache_read"),
-    "kinds": ("task_kind", "has_fingerprint", "self_hosted", "input", "cache_read"),
+    "cells": ("grp", "bucket", "provider", "model", "self_hosted", "input", "cache_read", "cache_write"),
+    "kinds": ("task_kind", "has_fingerprint", "self_hosted", "input", "cache_read", "cache_write"),
     "breaks": ("task_kind", "has_fingerprint", "prefix_break_kind", "prefix_break_block", "self_hosted", "input",
-               "cache_read"),
+               "cache_read", "cache_write"),
 }  # fmt: skip
 """The keys of each table of the per-call answer (``_PER_CALL_TABLES``' grouping sets)."""
 
@@ -375,7 +382,7 @@ def _totals_sql(filters: Filters, by: str | None, bucket: str | None, folds: _Fo
         totals = _TOTALS
     else:
         sql = Sql("WITH ") + scope + Sql("\nSELECT ") + grp
-        totals = _TOTALS.replace("r.input AS input, r.cache_read AS cache_read", _NO_RATES).replace(_RATES_JOIN, "")
+        totals = _TOTALS.replace(_RATE_COLUMNS, _NO_RATES).replace(_RATES_JOIN, "")
     sql += Sql(f" AS grp, {at} AS bucket, ") + folds.model_exprs("c.") + Sql(",")
     return sql + Sql(totals)
 
@@ -386,15 +393,17 @@ def rates_later(folds: _Folds) -> bool:
     return not folds.breaks and not folds.models.folded
 
 
-_NO_RATES = "CAST(NULL AS DECIMAL(38, 18)) AS input, CAST(NULL AS DECIMAL(38, 18)) AS cache_read"
+_NO_RATES = ", ".join(f"CAST(NULL AS DECIMAL(38, 18)) AS {unit}" for unit in ("input", "cache_read", "cache_write"))
 
 
 def with_rates(totals: pl.DataFrame, answer: pl.DataFrame) -> pl.DataFrame:
     """``totals`` read without rates (``_totals_sql``) with each model's rates from the per-call ``answer``'s
     ``rates`` rows."""
-    rates = answer.filter(pl.col("part") == "rates").select("provider", "model", "input", "cache_read")
+    rates = answer.filter(pl.col("part") == "rates").select("provider", "model", "input", "cache_read", "cache_write")
     columns = totals.columns
-    joined = totals.drop("input", "cache_read").join(rates, on=["provider", "model"], how="left", nulls_equal=True)
+    joined = totals.drop("input", "cache_read", "cache_write").join(
+        rates, on=["provider", "model"], how="left", nulls_equal=True
+    )
     return joined.select(columns)
 
 

@@ -33,8 +33,10 @@ from taskcost.analytics._canary_stats import (
     judged,
     metric_schema,
     quantile,
+    quantile_notes,
     quantile_ratio_cis,
     ratio_of_ratios_cis,
+    rounded_needed,
     verdict,
 )
 from taskcost.analytics._cost_priced import fully_priced, unpriced_tools_cte, unpriced_tools_join
@@ -437,7 +439,7 @@ def _needed(rows: list[dict[str, Any]], arms: tuple[_Arm, _Arm]) -> tuple[int | 
     for r in held:
         if r["needed_per"] == "completed tasks":
             tasks.append(math.ceil(r["needed_n"] / success) if success > 0 else r["needed_n"])
-    return max(calls, default=None), max(tasks, default=None)
+    return rounded_needed(max(calls, default=None)), rounded_needed(max(tasks, default=None))
 
 
 def _arms_frame(arms: tuple[_Arm, _Arm]) -> pl.DataFrame:
@@ -635,7 +637,7 @@ def canary(store: ReadStore, filters: Filters, options: CanaryOptions) -> Canary
                 f"the quantiles need more than --call-sample {options.call_sample:,} calls: raise it if the arms "
                 "have them."
             )
-    notes += _notes(arms, dim, options, cutoffs)
+    notes += quantile_notes(rows) + _notes(arms, dim, options, cutoffs)
     return CanaryAnswer(
         filters=filters,
         notes=notes,

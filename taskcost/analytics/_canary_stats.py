@@ -38,6 +38,8 @@ __all__ = [
     "Metric",
     "Outcome",
     "judge",
+    "quantile_notes",
+    "rounded_needed",
     "judged",
     "needed_rate_units",
     "needed_units",
@@ -364,6 +366,58 @@ class Compared:
     counts: tuple[int, int, int, int] | None = None
 
 
+TAIL_VALUES = 10
+"""A q-quantile is estimated from too few values when fewer than this many lie above it: ``n < 10 / (1 - q)``
+(reference §1.7: "a CI for the p99 means little with fewer than ~10 observations in the tail"; the same floor gives
+the p95 and p99 minimums, 200 and 1,000 calls)."""
+_QUANTILE_OF = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
+
+
+def _quantile_of(metric: str) -> tuple[str, float] | None:
+    """``("p99", 0.99)`` for ``latency_p99``; None for a metric that is not a quantile."""
+    label = metric.rsplit("_", 1)[-1]
+    return (label, _QUANTILE_OF[label]) if label in _QUANTILE_OF else None
+
+
+def few_values_text(metric: str, n: int) -> str | None:
+    """What an arm's quantile from ``n`` values is when fewer than ``TAIL_VALUES`` lie above it: the largest value
+    seen (its rank ``ceil(q·n)`` is ``n``), or one of the few largest; None when enough values back it."""
+    of = _quantile_of(metric)
+    if of is None or n <= 0:
+        return None
+    label, q = of
+    above = n - _rank(q, n)
+    if n * (1 - q) >= TAIL_VALUES - 1e-9:
+        return None
+    if above == 0:
+        return f"{label} from {n:,} calls is the largest one seen"
+    return f"{label} from {n:,} calls has only {above:,} of them above it"
+
+
+def quantile_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """A note per quantile metric an arm estimated from too few values (``few_values_text``), the arm named."""
+    out = []
+    for r in rows:
+        for arm, n in (("baseline", r["n_baseline"]), ("candidate", r["n_candidate"])):
+            if (text := few_values_text(r["metric"], n)) is not None:
+                q = _QUANTILE_OF[r["metric"].rsplit("_", 1)[-1]]
+                need = math.ceil(TAIL_VALUES / (1 - q) - 1e-9)
+                out.append(
+                    f"{r['metric']}, {arm}: {text}: not an estimate of the {r['metric'].rsplit('_', 1)[-1]} (that "
+                    f"takes at least {need:,} calls, {TAIL_VALUES} above it)."
+                )
+    return out
+
+
+def rounded_needed(n: int | None) -> int | None:
+    """A "needed" sample size rounded up to 2 significant digits (12,345 -> 13,000; 385 -> 390; under 100 as it is):
+    it is an estimate from the point effect and the interval at hand, so its other digits mean nothing."""
+    if n is None or n < 100:
+        return n
+    step = 10 ** (len(str(n)) - 2)
+    return -(-n // step) * step
+
+
 def judged(metric: Metric, compared: Compared, margin: float, critical: bool, confidence: float) -> dict[str, Any]:
     """One row of the ``metrics`` table: the data, the rule that fired and the units per arm it would need."""
     nb, nc = compared.n
@@ -386,6 +440,8 @@ def judged(metric: Metric, compared: Compared, margin: float, critical: bool, co
         else:
             needed = needed_units(e, min(nb, nc), metric.minimum, confidence)
     ci = e.ci if e is not None else Interval.none()
+    few = [t for t in (few_values_text(metric.name, nb), few_values_text(metric.name, nc)) if t is not None]
+    rule = j.rule + (f" ({'; '.join(dict.fromkeys(few))})" if few else "")
     return {
         "metric": metric.name,
         "critical": critical,
@@ -403,8 +459,8 @@ def judged(metric: Metric, compared: Compared, margin: float, critical: bool, co
         "margin": margin if metric.scale == "ratio" or metric.bad == "increase" else -margin,
         "decision": j.decision,
         "outcome": j.outcome,
-        "rule": j.rule,
-        "needed_n": needed,
+        "rule": rule,
+        "needed_n": rounded_needed(needed),
         "needed_per": metric.per,
     }
 

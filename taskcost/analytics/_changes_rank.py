@@ -86,7 +86,9 @@ def _pct(x: float | None) -> str:
 
 def sentence(ranked: pl.DataFrame, table: pl.DataFrame) -> str | None:
     """The top change in words: ``engine_version 0.6.0 → 0.7.0 on 80% of calls; p95 +35%, cost per completed task
-    -12% (against the rest of current window)``."""
+    -12% (against the rest of current window)``. "a → b" is a migration: ``b`` appeared or ``a`` disappeared. When
+    both values are on calls of both windows and only their shares moved, it is a mix shift, said with the shares:
+    ``agent_version mix shifted: v1 30% → 70% of calls, v3 70% → 30%``."""
     tops = ranked.filter(
         pl.col("compared_with").is_not_null()
         & (pl.col("cost_change").is_not_null() | pl.col("p95_change").is_not_null())
@@ -107,6 +109,13 @@ def sentence(ranked: pl.DataFrame, table: pl.DataFrame) -> str | None:
         ).sort("share_change")
         if losers.is_empty():
             head = f"{top['field']} {show(top['value'])} on {share:.0%} of calls (was {was:.0%})"
+        elif top["status"] == "share_up" and losers["status"][0] == "share_down":
+            # both values in both windows, only their shares moved: a mix shift, not a migration from one to the other
+            lost = losers.row(0, named=True)
+            head = (
+                f"{top['field']} mix shifted: {show(top['value'])} {was:.0%} → {share:.0%} of calls, "
+                f"{show(lost['value'])} {lost['share_baseline']:.0%} → {lost['share_current']:.0%}"
+            )
         else:
             head = f"{top['field']} {show(losers['value'][0])} → {show(top['value'])} on {share:.0%} of calls"
     moves = f"p95 {_pct(top['p95_change'])}, cost per completed task {_pct(top['cost_change'])}"

@@ -48,6 +48,7 @@ from taskcost.analytics._cost_priced import fully_priced, unpriced_tools_cte, un
 from taskcost.analytics._facts import Bucket, check_bucket, check_dimension
 from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, Filters, Sql, any_of, task_scope, utc_text
 from taskcost.analytics._groups import OTHER, Top, fold_note, max_groups_option, top_values
+from taskcost.analytics._idle import idle_notes, read_bills
 from taskcost.analytics._question import Options, Question
 from taskcost.analytics._rates import model_rates
 from taskcost.analytics._stats import Interval, micro_usd, wilson_ci
@@ -113,7 +114,8 @@ class CostAnswer(Answer):
     terminal_keys: ClassVar[tuple[str, ...]] = (
         "cost_per_completed_task_usd", "ci_low_usd", "ci_high_usd", "spend_usd", "tasks", "completed", "failed",
         "abandoned", "in_progress_tasks", "success_rate", "waste_usd", "waste_share", "tool_spend_usd",
-        "attempts_per_completed_task", "resent_uncached_tokens_per_completed_task", "unpriced_calls", "priced_share",
+        "gpu_idle_usd", "gpu_bill_usd", "attempts_per_completed_task", "resent_uncached_tokens_per_completed_task",
+        "unpriced_calls", "priced_share",
     )  # fmt: skip
     cost_per_completed_task_usd: Decimal | None
     interval: Interval
@@ -368,7 +370,9 @@ def _shown(rows: pl.DataFrame, by: str | None, bucket: str | None, folded: bool)
     return ranked if bucket is None else ranked.sort([rest, "grp", "bucket"], nulls_last=True)
 
 
-def _waste_table(t: dict[str, Any]) -> pl.DataFrame:
+def _waste_table(t: dict[str, Any], gpu: dict[str, Any]) -> pl.DataFrame:
+    """The waste parts, tool spend beside them and the idle GPU cost (``gpu_idle``: the clusters' bills no call
+    used, in no task's spend; None when the store gives no bills), neither of them waste."""
     spend = t["spend"]
 
     def line(kind: str, usd: Decimal | None, tasks: int | None, calls: int | None, tokens: int | None,
@@ -406,6 +410,7 @@ def _waste_table(t: dict[str, Any]) -> pl.DataFrame:
              + t["retried_attempts_unpriced"] + t["missed_unpriced_calls"], t["missed_unpriced_tokens"], True),
         line("tool_spend", _tool_spend(t), None, int(t["tool_calls"]), None, int(t["unpriced_tool_calls"]), None,
              False),
+        line("gpu_idle", gpu["gpu_idle_usd"], None, None, None, 0, None, False),
     ]  # fmt: skip
     schema: dict[str, Any] = {
         "kind": pl.String,
@@ -539,6 +544,10 @@ def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer
     figures = _summary(t, ci, success, options.confidence, slices)
     figures["groups"] = len(measured_groups) if table is not None else 0
     figures["folded_groups"] = top.folded if top is not None else 0
+    bills = read_bills(store, filters)  # read once: the idle GPU cost, its own line (``_idle``)
+    gpu = bills.line(store)
+    figures |= gpu
+    notes += idle_notes(gpu, bills.known, bills.whole)
     return CostAnswer(
         filters,
         cost_per_completed_task_usd=figures["cost_per_completed_task_usd"],
@@ -546,7 +555,7 @@ def cost(store: ReadStore, filters: Filters, options: CostOptions) -> CostAnswer
         spend_usd=figures["spend_usd"],
         waste_usd=figures["waste_usd"],
         figures=figures,
-        waste=_waste_table(t),
+        waste=_waste_table(t, gpu),
         groups=table,
         notes=notes,
     )

@@ -1,4 +1,5 @@
-"""Unpriced is never $0: which tasks a per-task dollar figure is taken over (``taskcost cost``, ``taskcost canary``).
+"""Unpriced is never $0: which tasks a per-task dollar figure is taken over (``taskcost cost``, ``canary``,
+``per-token``).
 
 A task is **fully priced** when none of its LLM call attempts and none of its tool calls lacks a price (``tasks``'
 ``unpriced_calls`` is 0, and no row of ``tool_calls`` for it has a NULL ``cost_usd``). A task with no call and no tool

@@ -33,11 +33,14 @@ from pydantic import Field
 from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._cost_intervals import SPEND_MOMENTS, delta_intervals, moments
+from taskcost.analytics._cost_priced import fully_priced, unpriced_tools_cte, unpriced_tools_join
 from taskcost.analytics._filters import CALL_DIMENSIONS, MIXED, Filters, Sql, any_of, hours_scope, task_scope
 from taskcost.analytics._groups import OTHER, Top, capped, fold_note, max_groups_option, top_values, unranked
+from taskcost.analytics._idle import UNKNOWN_NOTE, group_idle
 from taskcost.analytics._question import Options, Question
 from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, stats, wilson_ci
 from taskcost.analytics._waste import task_hash
+from taskcost.pricing import format_usd
 from taskcost.store import ReadStore
 
 __all__ = ["QUESTION", "PerTokenAnswer", "PerTokenOptions", "per_token"]
@@ -91,7 +94,8 @@ class PerTokenAnswer(Answer):
         }
 
     def tables(self) -> list[Table]:
-        ranking = [c for c in _RANKING if c not in ("unpriced_attempts", "task_unpriced_attempts")]
+        hidden = ("unpriced_attempts", "task_unpriced_attempts", "loaded_per_token_rank", "loaded_per_task_rank")
+        ranking = [c for c in _RANKING if c not in hidden]
         detail = ("call_attempts", "unpriced_attempts", "priced_input_tokens", "priced_output_tokens", "call_spend_usd",
                   "finished_tasks", "completed_tasks", "task_spend_usd", "task_unpriced_attempts")  # fmt: skip
         # a terminal shows the main columns (coverage in the summary and the detail); CSV and JSON carry them all
@@ -116,19 +120,20 @@ GROUP BY value, priced
 _TASKS = f"""
        CASE WHEN outcome IS NULL THEN 0 ELSE 1 END AS finished,
        CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END AS y,
+       {fully_priced()} AS fp,
        count(*) AS n,
        sum(cost_usd) AS cost_usd, count(cost_usd) AS priced,
        sum(tool_cost_usd) AS tool_cost_usd, count(tool_cost_usd) AS tool_priced,
        CAST(coalesce(sum(attempts), 0) AS BIGINT) AS attempts,
        CAST(coalesce(sum(unpriced_calls), 0) AS BIGINT) AS unpriced_calls,
        {SPEND_MOMENTS}
-FROM scoped_tasks
-GROUP BY value, finished, y
+FROM scoped_tasks{unpriced_tools_join()}
+GROUP BY value, finished, y, fp
 """
 
 _FINISHED = """ AS value, cost_usd, CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END AS completed, {hash} AS h
-FROM scoped_tasks
-WHERE outcome IS NOT NULL) AS f
+FROM scoped_tasks{join}
+WHERE outcome IS NOT NULL AND {fp}) AS f
 WHERE """
 
 
@@ -169,20 +174,24 @@ def _call_groups(calls: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _task_ctes(filters: Filters, by: str) -> Sql:
+    """``WITH`` the selected tasks and their unpriced tool calls (``_cost_priced``: which tasks are fully priced)."""
+    return Sql("WITH ") + task_scope(filters, dimensions=(by,)) + Sql(",\n") + unpriced_tools_cte(filters)
+
+
 def _tasks_sql(filters: Filters, by: str, top: Top) -> Sql:
-    sql = Sql("WITH ") + task_scope(filters, dimensions=(by,)) + Sql("\nSELECT ") + top.expr(by) + Sql(" AS value,")
-    return sql + Sql(_TASKS)
+    return _task_ctes(filters, by) + Sql("\nSELECT ") + top.expr(by) + Sql(" AS value," + _TASKS)
 
 
 def _read(store: ReadStore, filters: Filters, by: str, limit: int) -> tuple[Top, pl.DataFrame, pl.DataFrame]:
     """The calls' and the tasks' parts per group, and the fold they were read with: unfolded when both came back
-    whole with few enough values (``capped``: a value has at most 2 rows of calls and 3 of tasks; ``mixed`` and the
+    whole with few enough values (``capped``: a value has at most 2 rows of calls and 6 of tasks; ``mixed`` and the
     empty value are never folded), else ranked (``_top``) and read again, folded."""
     none = Top((), 0, limit)
     calls = frame(store, capped(_calls_sql(filters, by, none), 2 * (limit + 3)), filters)
-    tasks = frame(store, capped(_tasks_sql(filters, by, none), 3 * (limit + 3)), filters)
+    tasks = frame(store, capped(_tasks_sql(filters, by, none), 6 * (limit + 3)), filters)
     top = None
-    if calls.height <= 2 * (limit + 3) and tasks.height <= 3 * (limit + 3):
+    if calls.height <= 2 * (limit + 3) and tasks.height <= 6 * (limit + 3):
         values = [*calls["value"].to_list(), *tasks["value"].to_list()]
         top = unranked(values, limit, keep=(MIXED,), keep_null=True)
     if top is None:
@@ -193,8 +202,9 @@ def _read(store: ReadStore, filters: Filters, by: str, limit: int) -> tuple[Top,
 
 
 def _task_groups(parts: pl.DataFrame) -> pl.DataFrame:
-    """Per group: task counts and the finished tasks' spend (exact Decimal sums), attempts and unpriced attempts."""
-    fin = pl.col("finished") == 1
+    """Per group: task counts and the finished tasks' spend (exact Decimal sums), attempts and unpriced attempts. The
+    spend of $/completed task is the fully priced finished tasks' (``_cost_priced``), the others counted beside it."""
+    fin, fp = pl.col("finished") == 1, pl.col("fp")
 
     def money(column: str, priced: str) -> pl.Expr:  # NULL (not $0) when no finished task has a priced amount
         return (
@@ -208,7 +218,13 @@ def _task_groups(parts: pl.DataFrame) -> pl.DataFrame:
         tasks=pl.col("n").sum(),
         finished_tasks=pl.col("n").filter(fin).sum(),
         completed_tasks=pl.col("n").filter(pl.col("y") == 1).sum(),
-        task_spend_usd=money("cost_usd", "priced"),
+        priced_completed_tasks=pl.col("n").filter((pl.col("y") == 1) & fp).sum(),
+        unpriced_tasks=pl.col("n").filter(fin & ~fp).sum(),
+        unpriced_completed_tasks=pl.col("n").filter((pl.col("y") == 1) & ~fp).sum(),
+        task_spend_usd=pl.when(pl.col("n").filter(fin & fp).sum() > 0)
+        .then(pl.col("cost_usd").filter(fin & fp).sum())
+        .otherwise(None)
+        .cast(pl.Decimal(38, 12)),
         tool_spend_usd=money("tool_cost_usd", "tool_priced"),
         task_attempts=pl.col("attempts").filter(fin).sum(),
         task_unpriced_attempts=pl.col("unpriced_calls").filter(fin).sum(),
@@ -221,14 +237,14 @@ def _intervals(
     """The interval of $/completed task of each group (``ratio_ci`` over its finished tasks: spend, completed): the
     delta method from the parts' moments above ``BOOTSTRAP_MAX_UNITS`` tasks, else a bootstrap of its tasks, read in
     one query for all such groups (ordered by their hash: the same data resamples the same way)."""
-    m = moments(parts.filter(pl.col("finished") == 1), ["value"])
+    m = moments(parts.filter((pl.col("finished") == 1) & pl.col("fp")), ["value"])
     out = delta_intervals(m.filter(pl.col("n") > BOOTSTRAP_MAX_UNITS), ["value"], confidence)
     small = m.filter(pl.col("n") <= BOOTSTRAP_MAX_UNITS)["value"].to_list()
     if not small:
         return out
     which = any_of(Sql("value IS NOT DISTINCT FROM ?", [value]) for value in small)
-    sql = Sql("WITH ") + task_scope(filters, dimensions=(by,)) + Sql("\nSELECT * FROM (SELECT ") + top.expr(by)
-    sql += Sql(_FINISHED.format(hash=task_hash())) + which
+    sql = _task_ctes(filters, by) + Sql("\nSELECT * FROM (SELECT ") + top.expr(by)
+    sql += Sql(_FINISHED.format(hash=task_hash(), join=unpriced_tools_join(), fp=fully_priced())) + which
     rows = frame(store, sql + Sql("\nORDER BY h"), filters)
     with warnings.catch_warnings():
         # a resample without a completed task has no ratio (NaN), and then neither has the interval: reported as
@@ -275,15 +291,21 @@ def _unranked_because(row: dict[str, Any], by: str, min_completed: int, folded: 
     if row["completed_tasks"] < min_completed:
         return f"fewer than {min_completed} completed tasks"
     if row["per_completed_task_usd"] is None:
-        return "no priced task spend"
+        return "no fully priced completed task"
     return None
 
 
 def _groups(
-    calls: pl.DataFrame, tasks: pl.DataFrame, intervals: dict[Any, Interval], options: PerTokenOptions, folded: int
+    calls: pl.DataFrame,
+    tasks: pl.DataFrame,
+    intervals: dict[Any, Interval],
+    options: PerTokenOptions,
+    folded: int,
+    idle: tuple[dict[Any, Decimal], dict[Any, Decimal]] | None,
 ) -> pl.DataFrame:
-    """One row per group (calls and tasks joined on the value), with the ratios in Decimal. Python runs over the
-    groups here (a few rows), never over calls or tasks."""
+    """One row per group (calls and tasks joined on the value), with the ratios in Decimal, attributed and fully
+    loaded (``idle``: each group's part of the idle GPU cost, and its per-task part; None: unknown). Python runs over
+    the groups here (a few rows), never over calls or tasks."""
     joined = calls.join(tasks, on="value", how="full", nulls_equal=True, coalesce=True)
     out = []
     for r in joined.iter_rows(named=True):
@@ -293,10 +315,18 @@ def _groups(
         low, high = ci.usd()
         rate = wilson_ci(r["completed_tasks"], r["finished_tasks"], options.confidence)
         finished = r["finished_tasks"]
+        own = None if idle is None else idle[0].get(r["value"], Decimal(0))
+        per_task = None if idle is None else idle[1].get(r["value"], Decimal(0))
+        loaded = None if own is None or r["call_spend_usd"] is None else r["call_spend_usd"] + own
+        loaded_tasks = None if per_task is None or r["task_spend_usd"] is None else r["task_spend_usd"] + per_task
         row = {
             **r,
             "per_mtok_usd": _ratio(r["call_spend_usd"], tokens, 1_000_000),
-            "per_completed_task_usd": _ratio(r["task_spend_usd"], r["completed_tasks"]),
+            "per_completed_task_usd": _ratio(r["task_spend_usd"], r["priced_completed_tasks"]),
+            "idle_usd": own,
+            "task_idle_usd": per_task,
+            "loaded_usd_per_mtok": _ratio(loaded, tokens, 1_000_000),
+            "loaded_usd_per_completed_task": _ratio(loaded_tasks, r["priced_completed_tasks"]),
             "per_completed_task_low_usd": low,
             "per_completed_task_high_usd": high,
             "ci_method": ci.method if (low, high) != (None, None) else "none",
@@ -313,8 +343,11 @@ def _groups(
         **dict.fromkeys(["call_attempts", "priced_attempts", "priced_input_tokens", "priced_output_tokens"], pl.Int64),
         **dict.fromkeys(["unpriced_input_tokens", "unpriced_output_tokens", "tasks", "finished_tasks"], pl.Int64),
         **dict.fromkeys(["completed_tasks", "running_tasks", "task_attempts", "task_unpriced_attempts"], pl.Int64),
+        **dict.fromkeys(["priced_completed_tasks", "unpriced_tasks", "unpriced_completed_tasks"], pl.Int64),
         **dict.fromkeys(["call_spend_usd", "task_spend_usd", "tool_spend_usd"], pl.Decimal(38, 12)),
+        **dict.fromkeys(["idle_usd", "task_idle_usd"], pl.Decimal(38, 12)),
         **dict.fromkeys(["per_mtok_usd", "per_completed_task_usd"], pl.Decimal(38, 6)),
+        **dict.fromkeys(["loaded_usd_per_mtok", "loaded_usd_per_completed_task"], pl.Decimal(38, 6)),
         **dict.fromkeys(["per_completed_task_low_usd", "per_completed_task_high_usd"], pl.Decimal(38, 6)),
         "ci_method": pl.String,
         **dict.fromkeys(["success_rate", "success_rate_low", "success_rate_high"], pl.Float64),
@@ -326,6 +359,8 @@ def _groups(
     return df.with_columns(
         per_token_rank=pl.when(ok).then(pl.col("per_mtok_usd")).rank("min").cast(pl.Int64),
         per_task_rank=pl.when(ok).then(pl.col("per_completed_task_usd")).rank("min").cast(pl.Int64),
+        loaded_per_token_rank=pl.when(ok).then(pl.col("loaded_usd_per_mtok")).rank("min").cast(pl.Int64),
+        loaded_per_task_rank=pl.when(ok).then(pl.col("loaded_usd_per_completed_task")).rank("min").cast(pl.Int64),
     ).with_columns(
         rank_change=pl.col("per_task_rank") - pl.col("per_token_rank"),
         unpriced_attempts=pl.col("call_attempts") - pl.col("priced_attempts"),
@@ -411,6 +446,12 @@ def _notes(groups: pl.DataFrame, options: PerTokenOptions) -> list[str]:
             f"{task_unpriced:,} call attempts of finished tasks are unpriced: not in the spend of $/completed task "
             "(task_unpriced_attempts in each row)"
         )
+    left_out = int(groups["unpriced_tasks"].sum())
+    if left_out:
+        notes.append(
+            f"$/completed task is over the fully priced finished tasks only: {left_out:,} finished task(s) with an "
+            "unpriced call attempt or tool call are left out of it, not counted as $0 (unpriced_tasks in each row)"
+        )
     running = int(groups["running_tasks"].sum())
     if running:
         notes.append(f"{running:,} task(s) still running: left out of the per-task figures")
@@ -432,6 +473,25 @@ def _notes(groups: pl.DataFrame, options: PerTokenOptions) -> list[str]:
     return notes
 
 
+def _idle_notes(totals: dict[str, Any]) -> list[str]:
+    """Which figure ranks, and what the fully loaded ones add (or that the bills are unknown)."""
+    idle, shared = totals["gpu_idle_usd"], totals["gpu_idle_shared_usd"]
+    if idle is None:
+        return [UNKNOWN_NOTE + "; the loaded_* columns are empty, the attributed figures rank"]
+    notes = [
+        "ranks use the attributed figures (per_mtok_usd, per_completed_task_usd: what more traffic would cost); "
+        "loaded_usd_per_mtok and loaded_usd_per_completed_task add each self-hosted group's part of the idle GPU "
+        f"cost ({format_usd(shared, places=2)} shared: each cluster window's idle, pro rata to the groups' attributed "
+        "dollars in it): what was paid. loaded_per_token_rank and loaded_per_task_rank rank those"
+    ]
+    if idle - shared >= Decimal("0.005"):
+        notes.append(
+            f"{format_usd(idle - shared, places=2)} of the {format_usd(idle, places=2)} idle GPU cost is in cluster "
+            "windows no selected call ran in: in no group's loaded figure (`taskcost cost` shows it all)"
+        )
+    return notes
+
+
 _RANKING = [
     "per_token_rank",
     "per_task_rank",
@@ -441,7 +501,12 @@ _RANKING = [
     "per_completed_task_usd",
     "per_completed_task_low_usd",
     "per_completed_task_high_usd",
+    "loaded_usd_per_mtok",
+    "loaded_usd_per_completed_task",
+    "loaded_per_token_rank",
+    "loaded_per_task_rank",
     "task_unpriced_attempts",
+    "unpriced_tasks",
     "success_rate",
     "attempts_per_completed_task",
     "completed_tasks",
@@ -461,6 +526,10 @@ _DETAIL = [
     "completed_tasks",
     "task_spend_usd",
     "tool_spend_usd",
+    "idle_usd",
+    "task_idle_usd",
+    "priced_completed_tasks",
+    "unpriced_completed_tasks",
     "task_attempts",
     "task_unpriced_attempts",
     "success_rate_low",
@@ -474,7 +543,10 @@ def per_token(store: ReadStore, filters: Filters, options: PerTokenOptions) -> P
     by = options.by
     top, calls, parts = _read(store, filters, by, options.max_groups)
     intervals = _intervals(store, filters, by, parts, options.confidence, top)
-    groups = _groups(_call_groups(calls), _task_groups(parts), intervals, options, top.folded)
+    # the idle GPU cost, read once: each group's part of it (``_idle``), for the fully loaded figures
+    bills, idle, task_idle = group_idle(store, filters, top.expr(f"c.{CALL_DIMENSIONS[by]}"), top.expr(by))
+    loads = (idle, task_idle) if bills.known else None
+    groups = _groups(_call_groups(calls), _task_groups(parts), intervals, options, top.folded, loads)
     other = (pl.col("value") == OTHER).fill_null(False) & pl.lit(top.folded > 0)
     groups = groups.sort(
         [pl.col("per_token_rank").is_null(), "per_token_rank", "per_task_rank", other, pl.col("value") == MIXED,
@@ -491,6 +563,12 @@ def per_token(store: ReadStore, filters: Filters, options: PerTokenOptions) -> P
         "running_tasks": int(groups["running_tasks"].sum()),
         "mixed_tasks": int(groups.filter(pl.col("value") == MIXED)["tasks"].sum()),
         "task_unpriced_attempts": int(groups["task_unpriced_attempts"].sum()),
+        "priced_completed_tasks": int(groups["priced_completed_tasks"].sum()),
+        "unpriced_tasks": int(groups["unpriced_tasks"].sum()),
+        "unpriced_completed_tasks": int(groups["unpriced_completed_tasks"].sum()),
+        "gpu_idle_usd": None if loads is None else bills.total_idle(idle),
+        "gpu_idle_shared_usd": None if loads is None else sum(idle.values(), Decimal(0)),
+        "ranking_basis": "attributed",
         "folded_groups": top.folded,
     }
     named = groups.rename({"value": by})
@@ -502,7 +580,7 @@ def per_token(store: ReadStore, filters: Filters, options: PerTokenOptions) -> P
         headline=headline,
         flips=flips,
         totals=totals,
-        notes=_notes(groups, options) + fold_note(top, f"{by}s", f"--{by}"),
+        notes=_notes(groups, options) + _idle_notes(totals) + fold_note(top, f"{by}s", f"--{by}"),
     )
 
 

@@ -5,11 +5,14 @@ what a task's roll-up cannot say is measured here, per task and model:
 
 - **superseded attempts**: every attempt of a logical call (``call_id``) except its last (highest ``attempt``),
   split into failed ones (status ``error``) and retried-but-ok ones, with the uncached input they re-sent;
-- **cache misses**: for each last attempt that is not the first call of its (provider, model) in the task, the input
-  tokens that repeated the previous call's prompt prefix but were not read from the cache. The repeated prefix comes
-  from the SDK's fingerprint (``stable_prefix_chars / prompt_chars x input_tokens``) when the call has one, else it is
-  estimated as ``min(previous input, this input)``; minus ``cache_read_tokens``, floored at 0. Superseded attempts are
-  left out of it: their whole cost is already waste, so the parts stay disjoint.
+- **cache misses**: the cache question's missed tokens (``_cache_sql``, the same rule call for call), of the last
+  attempts only: the input tokens that repeated the previous call's prompt prefix but were not read from the cache.
+  The repeated prefix comes from the SDK's fingerprint (``stable_prefix_chars / prompt_chars x input_tokens``; the
+  SDK sets it only on a call it compared with a previous one) when the call has one, else it is estimated as
+  ``min(previous input, this input)``, the previous call being the one before it without a fingerprint of its task,
+  provider and model; minus ``cache_read_tokens``, floored at 0. Superseded attempts are left out of it: their whole
+  cost is already waste, so the parts stay disjoint (and the cache question's ``missed_usd``, over every call
+  attempt of every task, is the larger figure: ``MISS_SCOPE_NOTE``).
 
 Missed tokens are priced in Python ``Decimal`` at each model's (input - cache-read) rate: the rates its stored costs
 used (``_rates``), else, for a model no stored call read the cache with (so no stored cost shows that rate), the
@@ -40,6 +43,7 @@ from taskcost.store import ReadStore
 
 __all__ = [
     "COUNTS",
+    "MISS_SCOPE_NOTE",
     "SAMPLE_ATTEMPTS",
     "Discounts",
     "Slices",
@@ -143,10 +147,12 @@ _COLUMNS = (
     "cache_read_tokens, uncached_input_tokens, prompt_chars, stable_prefix_chars, deployment"
 )
 
-# what each attempt is: superseded (a later attempt of its call exists), a repeat (not superseded, and not the first
-# call of its provider and model in the task), measured by the fingerprint or estimated, and how many input tokens it
-# missed the cache by. One sort (the task's calls by model and time) gives the previous call; the last attempt of each
-# call is an aggregate joined back (cheaper than a second sort)
+# what each attempt is: superseded (a later attempt of its call exists), a repeat, measured by the fingerprint or
+# estimated, and how many input tokens it missed the cache by: the cache question's rule, call for call
+# (``_cache_sql``: a call with a stable prefix is a repeat by the fingerprint; one without is estimated from the
+# previous call without one of its task, provider and model, by start time then the smaller prompt). One sort (the
+# task's calls by model and time) gives the previous call; the last attempt of each call is an aggregate joined back
+# (cheaper than a second sort)
 _PASS = f"""
 joined AS (
     SELECT c.* FROM (SELECT {task_hash()} AS h, * FROM calls) AS c JOIN keys ON c.h = keys.h
@@ -154,12 +160,11 @@ joined AS (
 last_attempts AS (SELECT h, call_id, max(attempt) AS last_attempt FROM joined GROUP BY h, call_id),
 ordered AS (
     SELECT j.*, coalesce(j.attempt < l.last_attempt, FALSE) AS superseded,
-        lag(j.span_id) OVER w IS NOT NULL
-            AND lag(j.provider) OVER w IS NOT DISTINCT FROM j.provider
-            AND lag(j.model) OVER w IS NOT DISTINCT FROM j.model AS repeat_model,
-        lag(j.input_tokens) OVER w AS previous_input
+        j.stable_prefix_chars IS NOT NULL AS fingerprinted,
+        lag(CASE WHEN j.stable_prefix_chars IS NULL THEN coalesce(j.input_tokens, 0) END IGNORE NULLS) OVER (
+            PARTITION BY j.h, j.provider, j.model ORDER BY j.start_time, coalesce(j.input_tokens, 0)
+        ) AS previous_input
     FROM joined AS j JOIN last_attempts AS l ON j.h = l.h AND j.call_id IS NOT DISTINCT FROM l.call_id
-    WINDOW w AS (PARTITION BY j.h ORDER BY j.provider, j.model, j.start_time, j.span_id)
 ),
 marked AS (
     SELECT h, provider, model, cost_usd, uncached_input_tokens,
@@ -167,13 +172,13 @@ marked AS (
         cost_usd IS NOT NULL AND coalesce(deployment, '') <> 'self_hosted' AS per_token,
         superseded AND status = 'error' AS failed_attempt,
         superseded AND coalesce(status, '') <> 'error' AS retried_attempt,
-        NOT superseded AND repeat_model AS repeat_call,
-        coalesce(prompt_chars, 0) > 0 AND stable_prefix_chars IS NOT NULL AS fingerprinted,
-        CASE WHEN NOT superseded AND repeat_model THEN greatest(
-            CASE WHEN coalesce(prompt_chars, 0) > 0 AND stable_prefix_chars IS NOT NULL
-                THEN CAST(round(CAST(stable_prefix_chars AS DOUBLE) * coalesce(input_tokens, 0) / prompt_chars)
-                          AS BIGINT)
-                ELSE least(coalesce(previous_input, 0), coalesce(input_tokens, 0)) END
+        NOT superseded AND (fingerprinted OR previous_input IS NOT NULL) AS repeat_call,
+        fingerprinted,
+        CASE WHEN NOT superseded AND (fingerprinted OR previous_input IS NOT NULL) THEN greatest(
+            CASE WHEN fingerprinted THEN CASE WHEN prompt_chars > 0
+                    THEN CAST(round(CAST(stable_prefix_chars AS DOUBLE) * coalesce(input_tokens, 0) / prompt_chars)
+                              AS BIGINT) ELSE 0 END
+                ELSE least(previous_input, coalesce(input_tokens, 0)) END
             - coalesce(cache_read_tokens, 0), 0) ELSE 0 END AS missed
     FROM ordered
 )
@@ -292,6 +297,14 @@ def priced_misses(df: pl.DataFrame, discounts: Discounts) -> pl.DataFrame:
     )
 
 
+MISS_SCOPE_NOTE = (
+    "cache misses here are waste: those of completed tasks' last attempts only (a failed or abandoned task and a "
+    "superseded attempt are whole waste already); the cache question's missed_usd (Cache page) counts every selected "
+    "call attempt, of any task, so it is larger"
+)
+"""Why this question's ``cache_miss_usd`` differs from the cache question's ``missed_usd`` (docs/analytics.md, "Cache
+economics", "Missed vs the cost question's cache misses")."""
+
 _NAMED = 10
 """Models a note names at most (the others are counted): a note stays a sentence whatever the models."""
 
@@ -319,6 +332,7 @@ def waste_notes(t: dict[str, Any], slices: Slices | None, discounts: Discounts) 
         f"cache misses: {int(t['fingerprint_calls']):,} repeat calls measured by the SDK's prompt fingerprint, "
         f"{int(t['estimated_calls']):,} estimated as min(previous input, this input)"
     )
+    notes.append(MISS_SCOPE_NOTE)
     if t["missed_unpriced_tokens"]:
         why = [f"no cache-read rate known for {_names(discounts.unknown)}"] if discounts.unknown else []
         if t["missed_tokens_unpriced_calls"]:

@@ -194,6 +194,7 @@ class _Totals:
     awaiting: int = 0  # self-hosted calls not priced yet (their window has not been allocated)
     calls: int = 0
     spans: int | None = None  # spans stored (asked for at the end only)
+    clusters_priced: tuple[tuple[str, int], ...] = ()  # the clusters files (label) self-hosted calls were priced with
 
 
 def _totals(server: _Server, run_like: str, *, spans: bool = False) -> _Totals | None:
@@ -214,11 +215,21 @@ def _totals(server: _Server, run_like: str, *, spans: bool = False) -> _Totals |
             [SERVICE_NAME, run_like],
         ).rows
         stored = None
+        priced: tuple[tuple[str, int], ...] = ()
         if spans:
             [(stored,)] = store.query(
                 "SELECT count(*) FROM spans WHERE service_name = ? AND attributes->>'taskcost.task.id' LIKE ?",
                 [SERVICE_NAME, run_like],
             ).rows
+            priced = tuple(
+                (str(label), int(n))
+                for label, n in store.query(
+                    "SELECT price_source, count(*) AS n FROM llm_calls WHERE service_name = ? AND task_id LIKE ?"
+                    " AND deployment = 'self_hosted' AND cost_usd IS NOT NULL AND price_source IS NOT NULL"
+                    " GROUP BY 1 ORDER BY n DESC, 1",
+                    [SERVICE_NAME, run_like],
+                ).rows
+            )
     except (QueryError, StoreUnavailableError, httpx.HTTPError, ValueError):
         return None
     finally:
@@ -232,6 +243,7 @@ def _totals(server: _Server, run_like: str, *, spans: bool = False) -> _Totals |
         int(calls[1]),
         int(calls[0]),
         None if stored is None else int(stored),
+        priced,
     )
 
 
@@ -495,6 +507,20 @@ def _run(
     return code
 
 
+def _clusters_line(priced: tuple[tuple[str, int], ...], windows: list[ClusterWindowCost] | str) -> str:
+    """Which clusters file the stored self-hosted calls were priced with (each call's ``price_source``: ``clusters
+    <version> (<hash>)``), and the file the server shares out with now when no call was priced with it (the demo
+    rewrites the file when it hands the clusters back, so its hash changes after the last call was priced)."""
+    now = windows[-1].clusters_version if isinstance(windows, list) and windows else None
+    if not priced:
+        line = "self-hosted calls: none priced with a clusters file yet"
+    else:
+        line = "self-hosted calls priced with " + ", ".join(f"{label} ({n} calls)" for label, n in priced)
+    if now is not None and now not in {label for label, _ in priced}:
+        line += f"; the clusters file configured now is {now} (no call was priced with it)"
+    return line
+
+
 def _summary(fleet: Fleet, totals: _Totals | None, allocation: _Allocation, spans: int) -> None:
     st = fleet.stats
     out.print(
@@ -517,9 +543,11 @@ def _summary(fleet: Fleet, totals: _Totals | None, allocation: _Allocation, span
         bill = sum((w.bill_usd for w in windows), Decimal(0))
         attributed = sum((w.attributed_usd for w in windows), Decimal(0))
         out.print(
-            f"GPU-hours ({windows[-1].clusters_version}), allocated by the server: {len(windows)} window(s), bill "
+            f"GPU-hours, allocated by the server: {len(windows)} window(s), bill "
             f"{format_usd(bill)} = attributed {format_usd(attributed)} + idle {format_usd(bill - attributed)}",
             highlight=False,
         )
+    if totals is not None and (isinstance(windows, list) or totals.clusters_priced):
+        out.print(_clusters_line(totals.clusters_priced, windows), highlight=False)
     if state.get("error"):
         err.print(f"allocating the GPU-hours failed: {state['error']}", highlight=False)

@@ -78,9 +78,10 @@ def check_cost_figures(page: Any, server: Server, by: str, **filters: str) -> No
     assert headline(page, "cost-waste-total") == pytest.approx(float(s["waste_usd"]), abs=1e-6)
     assert headline(page, "cost-completed") == s["completed"]
     drawn = {t["name"]: t["x"][0] for t in figure(page, "cost-waste-kinds")}
+    beside = {"tool_spend": "tool spend (not waste)", "gpu_idle": "idle GPU (not waste)"}
     for w in rows(want, "waste"):
-        if w["kind"] != "total_waste":
-            label = w["kind"].replace("_", " ") + (" (not waste)" if w["kind"] == "tool_spend" else "")
+        if w["kind"] != "total_waste" and w["amount_usd"] is not None:
+            label = beside.get(w["kind"], w["kind"].replace("_", " "))
             assert drawn[label] == pytest.approx(float(w["amount_usd"])), label
     groups = [NONE_LABEL if g[by] is None else g[by] for g in rows(want, "groups")]
     assert table_column(page, "cost-groups-table") == groups
