@@ -194,10 +194,11 @@ def test_migration_0006_converts_an_existing_database(tmp_path: Path) -> None:
     con.close()
 
     with DuckDBStore.open(db) as store:
-        # the columns later migrations added (0009: prompt fingerprint, golden; 0010: call dimensions) are new; the rest
-        # is unchanged
+        # the columns later migrations added (0009: prompt fingerprint, golden; 0010: call dimensions; 0016: unpriced
+        # tool calls) are new; the rest is unchanged
         dims = "model, provider, engine, engine_version, quantization, gpu_type, cluster_id, deployment"
-        tasks = store.query(f"SELECT * EXCLUDE (golden, {dims}) FROM tasks ORDER BY project, task_id").rows
+        new = f"golden, {dims}, unpriced_tool_calls"
+        tasks = store.query(f"SELECT * EXCLUDE ({new}) FROM tasks ORDER BY project, task_id").rows
         assert tasks == old_tasks
         later = "prompt_chars, stable_prefix_chars, prefix_break_block, prefix_break_kind"
         calls = store.query(f"SELECT * EXCLUDE ({later}) FROM llm_calls ORDER BY project, trace_id, span_id").rows

@@ -287,7 +287,7 @@ def _task_frame(
     sql += Sql(
         ", outcome, cost_usd, coalesce(unpriced_calls, 0) AS unpriced_calls, coalesce(attempts, 0) AS attempts, "
         "coalesce(input_tokens, 0) + coalesce(output_tokens, 0) AS tokens, coalesce(tool_calls, 0) AS tool_calls, "
-        f"coalesce(ut.unpriced_tool_calls, 0) AS unpriced_tools, {fully_priced()} AS priced "
+        f"coalesce(unpriced_tool_calls, 0) AS unpriced_tools, {fully_priced()} AS priced "
         f"FROM scoped_tasks{unpriced_tools_join()} WHERE {column} IN (?, ?)",
         [values["baseline"], values["candidate"]],
     )

@@ -159,7 +159,7 @@ def _tasks(scope: Sql, group: Sql, bucket: str, filters: Filters) -> Sql:
             f" AS grp, {bucket} AS bucket, {_OUTCOME} AS outcome, start_time, end_time, "
             "cost_usd, tool_cost_usd, coalesce(tool_calls, 0) AS tool_calls, coalesce(attempts, 0) AS attempts, "
             "coalesce(unpriced_calls, 0) AS unpriced_calls, "
-            f"coalesce(ut.unpriced_tool_calls, 0) AS unpriced_tools, {fully_priced()} AS fp, {task_hash()} AS h "
+            f"coalesce(unpriced_tool_calls, 0) AS unpriced_tools, {fully_priced()} AS fp, {task_hash()} AS h "
             f"FROM scoped_tasks{unpriced_tools_join()})\n"
         )
     )

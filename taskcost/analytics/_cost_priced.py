@@ -8,8 +8,8 @@ canary arm's) is taken over the fully priced tasks only; the others are left out
 call attempts, tool calls), never counted as $0. Totals (spend, waste) keep the priced part of every task, with the
 unpriced attempts and tool calls counted beside them.
 
-The ``tasks`` roll-up counts unpriced LLM attempts per task but not unpriced tool calls, so those are read from
-``tool_calls`` (only its unpriced rows, grouped per task: a small aggregate).
+The ``tasks`` view counts both per task: ``unpriced_calls`` (LLM call attempts) and ``unpriced_tool_calls`` (from the
+task roll-up since migration 0016: no read of ``tool_calls`` per question).
 """
 
 from __future__ import annotations
@@ -23,22 +23,19 @@ UNPRICED_TOOLS = "unpriced_tools"
 
 
 def unpriced_tools_cte(filters: Filters) -> Sql:
-    """A CTE (no ``WITH``, no leading comma) of the unpriced tool calls per task (tasks without one are absent)."""
-    sql = Sql(
-        f"{UNPRICED_TOOLS} AS (SELECT project, task_id, count(*) AS unpriced_tool_calls FROM tool_calls "
-        "WHERE cost_usd IS NULL AND task_id IS NOT NULL"
-    )
-    if filters.project is not None:
-        sql += Sql(" AND project = ?", [filters.project])
-    return sql + Sql(" GROUP BY project, task_id)")
+    """A CTE (no ``WITH``, no leading comma) kept for the queries that name it: the unpriced tool calls are a column of
+    ``tasks`` (``unpriced_tool_calls``), so it holds nothing and DuckDB drops it, unread."""
+    del filters
+    return Sql(f"{UNPRICED_TOOLS} AS (SELECT 1 AS unused)")
 
 
 def unpriced_tools_join(alias: str = "ut") -> str:
-    """The ``LEFT JOIN`` of a task relation (with ``project`` and ``task_id`` columns) with ``unpriced_tools_cte``;
-    its count is then ``coalesce(<alias>.unpriced_tool_calls, 0)``."""
-    return f" LEFT JOIN {UNPRICED_TOOLS} AS {alias} USING (project, task_id)"
+    """Nothing to join: a task relation over ``tasks`` has its ``unpriced_tool_calls``."""
+    del alias
+    return ""
 
 
 def fully_priced(alias: str = "ut") -> str:
-    """SQL: the task (a ``tasks`` row joined by ``unpriced_tools_join``) has no unpriced attempt nor tool call."""
-    return f"(coalesce(unpriced_calls, 0) = 0 AND coalesce({alias}.unpriced_tool_calls, 0) = 0)"
+    """SQL: the task (a row of ``tasks``) has no unpriced attempt nor tool call."""
+    del alias
+    return "(coalesce(unpriced_calls, 0) = 0 AND coalesce(unpriced_tool_calls, 0) = 0)"

@@ -14,6 +14,7 @@ from taskcost.store._migrations_rollups import (
     answered_model_0015,
     call_hours_0012,
     task_golden_0011,
+    unpriced_tool_calls_0016,
 )
 
 __all__ = ["MIGRATIONS", "Migration", "apply_migrations", "pending_migrations"]
@@ -558,6 +559,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         "0015_answered_model_of_each_attempt",
         answered_model_0015(latest_view(analytics_columns_0009(_ROLLUPS), "llm_calls")),
+    ),
+    Migration(
+        "0016_unpriced_tool_calls_of_a_task",
+        unpriced_tool_calls_0016(latest_view(answered_model_0013(_ROLLUPS), "tasks")),
     ),
 )
 

@@ -134,3 +134,14 @@ def answered_model_0013(rollups: str) -> str:
         + "DROP TABLE _taskcost_answered;\n"
         + view
     )
+
+
+def unpriced_tool_calls_0016(tasks: str) -> str:
+    """Migration 0016's SQL: the tasks view says how many of a task's tool calls have no price (the roll-up counted
+    the priced ones): a per-task figure over fully priced tasks needs no read of ``tool_calls`` (``tasks``: the
+    view's latest definition)."""
+    return with_replaced(
+        tasks,
+        "    attempts - priced_calls AS unpriced_calls,\n",
+        "    attempts - priced_calls AS unpriced_calls,\n    tool_calls - priced_tool_calls AS unpriced_tool_calls,\n",
+    )

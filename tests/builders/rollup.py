@@ -61,7 +61,8 @@ WITH calls AS (
         count(DISTINCT deployment) AS n_deployment, min(deployment) AS deployment
     FROM calls GROUP BY project, task_id
 ), tl AS (
-    SELECT project, task_id, count(*) AS tool_calls, sum(cost_usd) AS tool_cost_usd
+    SELECT project, task_id, count(*) AS tool_calls, sum(cost_usd) AS tool_cost_usd,
+        count(*) FILTER (WHERE cost_usd IS NULL) AS unpriced_tool_calls
     FROM tool_call_rows GROUP BY project, task_id
 )
 SELECT
@@ -80,6 +81,7 @@ SELECT
     CASE WHEN c.llm_cost_usd IS NULL AND tl.tool_cost_usd IS NULL THEN NULL
          ELSE coalesce(c.llm_cost_usd, 0) + coalesce(tl.tool_cost_usd, 0) END AS cost_usd,
     coalesce(c.unpriced_calls, 0) AS unpriced_calls,
+    coalesce(tl.unpriced_tool_calls, 0) AS unpriced_tool_calls,
     t.harness_version, t.agent_name, t.agent_version, t.conversation_id, t.service_name,
     coalesce(t.golden, FALSE) AS golden,
     CASE WHEN c.n_answered > 1 THEN 'mixed' WHEN c.n_answered = 1 THEN c.answered  -- the model that answered
