@@ -37,9 +37,10 @@ run: $(STAMP)
 	$(BIN)/taskcost serve --db $(DB)$(if $(PORT), --port $(PORT))$(if $(GRPC_PORT), --grpc-port $(GRPC_PORT))
 
 ## A live demo: the service on its own database (taskcost-demo.duckdb), fed for 5 minutes (or until Ctrl-C) by a
-## simulated fleet of agents through the real SDK and LLM clients against a local fake model server.
+## simulated fleet of agents through the real SDK and LLM clients against a local fake model server; then up to 2
+## minutes while the agents finish their tasks in hand. Another port: make demo PORT=4319 (OTLP/gRPC is off).
 demo: $(STAMP)
-	$(BIN)/taskcost demo
+	$(BIN)/taskcost demo$(if $(PORT), --port $(PORT))
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -53,6 +53,35 @@ def _sent_and_stored(output: str) -> tuple[int, int]:
     return int(sent.group(1)), int(stored.group(1))
 
 
+def _the_printed_command_serves_the_data_again(out: str, port: int) -> None:
+    """The command the demo prints when it stops serves its data again, on the demo's own port (not 4318/4317)."""
+    import shlex
+
+    import httpx
+
+    line = next(x for x in out.splitlines() if "taskcost serve --db" in x)
+    words = shlex.split(line)
+    env = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
+    args = words[words.index("taskcost") + 1 :]
+    assert args[-4:] == ["--port", str(port), "--grpc-port", "0"]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "taskcost", *args], env={**cli_env(), **env}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        for _ in range(150):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError(f"the printed command did not serve: {line}")
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
 def test_a_short_demo_run_has_everything_the_demo_promises(tmp_path: Path) -> None:
     db, port = tmp_path / "demo.duckdb", free_port()
     proc = _demo(db, port, "--minutes", "0.25")
@@ -62,6 +91,7 @@ def test_a_short_demo_run_has_everything_the_demo_promises(tmp_path: Path) -> No
     sent, stored = _sent_and_stored(out)
     assert sent == stored > 100  # nothing lost on the way
     assert not (tmp_path / "demo.duckdb.serve.json").exists()  # the server stopped and let go of the file
+    _the_printed_command_serves_the_data_again(out, port)
 
     # marked as demo data wherever it shows
     assert sql(db, "SELECT DISTINCT service_name FROM tasks") == [{"service_name": SERVICE}]

@@ -308,7 +308,12 @@ def demo(
     ] = DEFAULT_DB,
     port: Annotated[
         int | None,
-        typer.Option(help="Port of the service (default: 4318, or the next free port after it)", show_default=False),
+        typer.Option(
+            help="Port of the service (default: 4318, or the next free port after it) [env TASKCOST_PORT; with make: "
+            "make demo PORT=N]",
+            envvar="TASKCOST_PORT",
+            show_default=False,
+        ),
     ] = None,
     minutes: Annotated[float, typer.Option(min=0.05, help="How long the fleet runs (or until Ctrl-C)")] = 5.0,
     agents: Annotated[int, typer.Option(min=1, max=200, help="Agent threads (eight kinds of agent, replicated)")] = 16,
@@ -374,7 +379,8 @@ def demo(
     how = "" if stopped in (0, -signal.SIGTERM) else f" (exit code {stopped}; see {server.log})"
     out.print(
         f"server stopped{how}. To look at the demo data again:\n"
-        f"  TASKCOST_CLUSTERS_FILE={clusters} TASKCOST_CLUSTER_WINDOW_S={CLUSTER_WINDOW_S} taskcost serve --db {db}",
+        f"  TASKCOST_CLUSTERS_FILE={clusters} TASKCOST_CLUSTER_WINDOW_S={CLUSTER_WINDOW_S} taskcost serve --db {db} "
+        f"--port {chosen} --grpc-port 0",
         highlight=False,
     )
     if code:
