@@ -27,7 +27,8 @@ def register_badge(app: Dash, store: ReadStore) -> None:
             return None
         if not marks.any:
             return None
-        what = "" if marks.only else f" · {marks.demo_tasks:,} of {marks.tasks:,} tasks"
+        # mixed with real data: say how much of it is the demo's ("236 OF 244 TASKS" read as a progress count)
+        what = "" if marks.only else f" · {marks.demo_tasks:,} of the {marks.tasks:,} tasks are the demo's"
         return dmc.Tooltip(
             dmc.Badge(f"DEMO DATA{what}", color="orange", variant="filled", size="lg", id="tc-demo-badge-label"),
             label="Made by `taskcost demo` (service taskcost-demo): a simulated fleet, not real spend.",

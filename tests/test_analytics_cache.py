@@ -141,7 +141,9 @@ def test_without_misses_hit_rate_and_savings_are_the_same_and_misses_unknown(sto
         8800,
         Decimal("0.01512"),
     )
-    assert s["headline"] == "hit rate 23.5% of 37,500 input tokens; saved $0.02 (2 of 14 calls unpriced: tokens only)"
+    assert s["headline"] == (
+        "hit rate 23.5% of 37,500 input tokens; saved $0.02 (2 of 14 calls without a per-token price: tokens only)"
+    )
     # what was not measured is unknown, not zero
     for key in ("missed_tokens", "missed_usd", "fingerprint_calls", "size_estimate_calls", "prefix_break_rate"):
         assert s[key] is None, key

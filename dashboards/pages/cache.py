@@ -65,9 +65,14 @@ def _usd_text(value: Any) -> str:
 
 
 def _coverage(unpriced_calls: int, calls: int, tokens: int, what: str) -> str:
+    # "unpriced" alone read as "no price at all" (Data health's sense) for self-hosted calls, which are priced per
+    # GPU-hour: here it is the per-token rate a cache token is priced at that is missing
     if not unpriced_calls:
-        return f"all {calls:,} calls priced"
-    return f"{unpriced_calls:,} of {calls:,} calls unpriced: {tokens:,} {what} tokens without dollars"
+        return f"all {calls:,} calls have a per-token price"
+    return (
+        f"{unpriced_calls:,} of {calls:,} calls have no per-token price (self-hosted, or unpriced): {tokens:,} "
+        f"{what} tokens without dollars"
+    )
 
 
 # -- headline ----------------------------------------------------------------------------------------------------

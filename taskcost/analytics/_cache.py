@@ -311,8 +311,8 @@ def _usd(value: Decimal | None) -> str:
 
 
 def _headline(total: dict[str, Any], misses: bool = True) -> str:
-    """E.g. ``hit rate 23.5% of 37,500 input tokens; saved $0.02, missed $0.03 (2 of 14 calls unpriced)``; without
-    ``misses`` (not measured), no missed figure."""
+    """E.g. ``hit rate 23.5% of 37,500 input tokens; saved $0.02, missed $0.03 (2 of 14 calls without a per-token
+    price: tokens only)``; without ``misses`` (not measured), no missed figure."""
     if not total["input_tokens"]:
         return "no input tokens in the selection"
     missed = f", missed {_usd(total['missed_usd'])}" if misses else ""
@@ -323,7 +323,7 @@ def _headline(total: dict[str, Any], misses: bool = True) -> str:
         f"saved {_usd(total['saved_usd'])}{net}{missed}"
     )
     if total["unpriced_calls"]:
-        text += f" ({total['unpriced_calls']:,} of {total['calls']:,} calls unpriced: tokens only)"
+        text += f" ({total['unpriced_calls']:,} of {total['calls']:,} calls without a per-token price: tokens only)"
     return text
 
 

@@ -29,7 +29,7 @@ def check_cache_figures(page: Any, server: Server, by: str, bucket: str = "minut
         else:
             assert number(text) == pytest.approx(float(s[key]), abs=1e-6)
     if s["unpriced_calls"]:  # coverage beside the money
-        assert f"{s['unpriced_calls']:,} of {s['calls']:,} calls unpriced" in saved
+        assert f"{s['unpriced_calls']:,} of {s['calls']:,} calls have no per-token price" in saved
     groups = rows(want, "groups")
     assert table_column(page, "cache-groups-table") == [label(g[by]) for g in groups]
     hit = figure(page, "cache-hit-by-group")[0]
