@@ -164,6 +164,11 @@ def test_too_little_data_is_not_enough_data_with_exit_code_3_and_the_sample_it_n
     answer = ask(store)
     doc = answer.to_json()
     assert doc["summary"]["verdict"] == "not_enough_data" and QUESTION.exit_code(doc) == 3
+    # the summary's inconclusive metrics are the table's (it listed only those holding the verdict back: 3 said, 10
+    # shown); those holding it back are named apart, and are among them
+    table = [r["metric"] for r in answer.metrics.to_dicts() if r["outcome"] == "inconclusive"]
+    assert doc["summary"]["inconclusive_metrics"].split(", ") == table
+    assert set(doc["summary"]["holding_verdict_metrics"].split(", ")) <= set(table)
     # identical constant latencies: a zero-width interval, so each quantile needs just its minimum
     needed = {r["metric"]: r["needed_n"] for r in answer.metrics.to_dicts()}
     assert (needed["latency_p50"], needed["latency_p95"], needed["latency_p99"]) == (100, 200, 1000)

@@ -164,7 +164,7 @@ def test_a_canary_arm_whose_calls_are_all_unpriced_has_no_cost_figure_and_is_not
         "attempts)"
     )
     assert answer.verdict == "not_enough_data"  # cost is critical: never a silent pass
-    assert "cost_per_completed_task" in answer.summary()["inconclusive_metrics"]
+    assert "cost_per_completed_task" in answer.summary()["holding_verdict_metrics"]
     assert answer.to_json()["summary"]["candidate_cost_per_completed_task_usd"] is None
     assert not any("count $0" in n for n in answer.notes)
     assert (

@@ -239,7 +239,7 @@ def verdict_banner(ans: dict[str, Any], choice: Choice) -> Any:
             "the margin."
         )
     else:
-        held = _split(s["inconclusive_metrics"])
+        held = _split(s["holding_verdict_metrics"])
         if not held:
             why = "No metric passed."
         elif len(held) == len(METRIC_LABELS):

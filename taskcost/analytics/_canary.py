@@ -112,7 +112,7 @@ class CanaryAnswer(Answer):
 
     question: ClassVar[str] = "canary"
     terminal_keys: ClassVar[tuple[str, ...]] = (
-        "verdict", "dimension", "baseline", "candidate", "worse_metrics", "inconclusive_metrics",
+        "verdict", "dimension", "baseline", "candidate", "worse_metrics", "holding_verdict_metrics",
         "needed_calls_per_arm", "needed_tasks_per_arm", "baseline_calls", "candidate_calls",
     )  # fmt: skip
     dimension: str
@@ -131,6 +131,7 @@ class CanaryAnswer(Answer):
         arms = {row["arm"]: row for row in self.arms.iter_rows(named=True)}
         worse = self.metrics.filter(pl.col("outcome") == "worse")["metric"].to_list()
         held = self.metrics.filter(pl.col("holds_verdict"))["metric"].to_list()
+        inconclusive = self.metrics.filter(pl.col("outcome") == "inconclusive")["metric"].to_list()
         out: dict[str, Any] = {
             "verdict": self.verdict,
             "dimension": self.dimension,
@@ -141,7 +142,10 @@ class CanaryAnswer(Answer):
             "metrics_worse": outcomes.count("worse"),
             "metrics_inconclusive": outcomes.count("inconclusive"),
             "worse_metrics": ", ".join(worse),
-            "inconclusive_metrics": ", ".join(held),
+            # every inconclusive metric, as the table shows them; those that hold the verdict back (not allowed to be
+            # inconclusive) apart: the two lists differed under one name (3 said, 10 shown)
+            "inconclusive_metrics": ", ".join(inconclusive),
+            "holding_verdict_metrics": ", ".join(held),
             "needed_calls_per_arm": self.needed_calls_per_arm,
             "needed_tasks_per_arm": self.needed_tasks_per_arm,
         }
