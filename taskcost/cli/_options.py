@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Protocol, TypeVar
 
@@ -62,17 +62,13 @@ def parse_time(value: str | None, option: str) -> datetime | None:
         raise fail(
             f"{option}: {value!r} is not an ISO date or date-time (e.g. 2026-12-01 or 2026-12-01T10:00Z)", code=2
         ) from None
-    from taskcost.analytics import TIME_MAX, TIME_MIN  # the range the store's timestamps cover
+    from taskcost.analytics._filters import utc  # the questions' own range check, one rule for every surface
+    from taskcost.analytics._question import UsageError
 
     try:
-        utc = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-    except OverflowError:  # an offset that moves the time out of the year 1..9999
-        utc = None
-    if utc is None or not TIME_MIN <= utc <= TIME_MAX:
-        raise fail(
-            f"{option}: {value!r} is out of range: give a time from {TIME_MIN.date()} to {TIME_MAX.date()}", code=2
-        )
-    return utc
+        return utc(at, option)
+    except UsageError as exc:
+        raise fail(str(exc), code=2) from None
 
 
 @contextmanager
