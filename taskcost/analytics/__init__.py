@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         TIME_MAX,
         TIME_MIN,
         Filters,
+        utc,
     )
     from taskcost.analytics._question import NoOptions, Options, Question, UsageError
     from taskcost.analytics._registry import QUESTIONS
@@ -81,6 +82,7 @@ __all__ = [
     "gpu_offers",
     "missing_prices",
     "summarise_outcomes",
+    "utc",
     "task_summary",
     # browsing tasks, facts about the data (the dashboards' Overview and Tasks pages)
     "TASK_SORTS",

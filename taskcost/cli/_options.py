@@ -62,8 +62,7 @@ def parse_time(value: str | None, option: str) -> datetime | None:
         raise fail(
             f"{option}: {value!r} is not an ISO date or date-time (e.g. 2026-12-01 or 2026-12-01T10:00Z)", code=2
         ) from None
-    from taskcost.analytics._filters import utc  # the questions' own range check, one rule for every surface
-    from taskcost.analytics._question import UsageError
+    from taskcost.analytics import UsageError, utc  # the questions' own range check, one rule for every surface
 
     try:
         return utc(at, option)

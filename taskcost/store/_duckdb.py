@@ -513,13 +513,15 @@ class DuckDBStore(Healing):
         return report
 
     def cluster_allocation_due(self, pricer: Pricer, *, closed_ns: int, received_since_ns: int | None) -> AllocationDue:
-        """The windows the server's allocation has to compute before ``closed_ns`` (``_reprice.allocation_due``)."""
-        from taskcost.store import _reprice
+        """The windows the server's allocation has to compute before ``closed_ns`` (``_allocation_due``)."""
+        from taskcost.store import _allocation_due
 
         if self._closed:
             raise StoreUnavailableError("store is closed")
         self._caught_up(60.0)
-        return _reprice.allocation_due(self._con, pricer, closed_ns=closed_ns, received_since_ns=received_since_ns)
+        return _allocation_due.allocation_due(
+            self._con, pricer, closed_ns=closed_ns, received_since_ns=received_since_ns
+        )
 
     def fold_rollups(self, timeout: float | None = 60.0) -> None:
         """Have the writer fold the task roll-up's delta in now (it does so by itself every ``fold_rows``

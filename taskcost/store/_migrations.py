@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskcost.store._migrations_analytics import analytics_columns_0009, latest_view, task_dimensions_0010
+from taskcost.store._migrations_later import DEDUPE_WINDOW, DROPPED_COUNTS, SPOOL
 from taskcost.store._migrations_rollups import (
     answered_model_0013,
     answered_model_0015,
@@ -519,28 +520,6 @@ FROM r;
 # transaction as the rows, so a restart replays exactly the records after max(seq). Appended, not updated: DuckDB
 # skips its automatic checkpoint after a transaction that updated or deleted rows, and the data of commits not
 # checkpointed stays in memory.
-_SPOOL = """
-CREATE TABLE spool_commits (seq BIGINT NOT NULL);
-"""
-
-# The dedupe keys without a PRIMARY KEY, in two generations (taskcost/store/_dedupe.py): DuckDB's ART index must
-# fit in memory, and it held a key per span ever stored. The keys stored so far become the old generation.
-_DEDUPE_WINDOW = """
-CREATE TABLE span_keys_old AS SELECT k FROM span_keys;
-DROP TABLE span_keys;
-CREATE TABLE span_keys (k UHUGEINT NOT NULL);
-CREATE TABLE response_keys_old AS SELECT k FROM response_keys;
-DROP TABLE response_keys;
-CREATE TABLE response_keys (k UHUGEINT NOT NULL);
-"""
-
-# OTLP's dropped counts of a span: what the sender dropped plus what the intake limits dropped (docs/security.md)
-_DROPPED_COUNTS = """
-ALTER TABLE spans ADD COLUMN IF NOT EXISTS dropped_attributes_count BIGINT DEFAULT 0;
-ALTER TABLE spans ADD COLUMN IF NOT EXISTS dropped_events_count BIGINT DEFAULT 0;
-"""
-
-
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_raw_spans", _RAW_SPANS),
     Migration("0002_typed_call_tool_task_rows", _TYPED),
@@ -548,14 +527,14 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0004_span_keys_and_api_keys", _KEYS),
     Migration("0005_cost_provenance_and_cluster_costs", _PRICING),
     Migration("0006_write_time_dedupe_and_task_rollup", _ROLLUPS),
-    Migration("0007_intake_spool_commits", _SPOOL),
-    Migration("0008_dedupe_window", _DEDUPE_WINDOW),
+    Migration("0007_intake_spool_commits", SPOOL),
+    Migration("0008_dedupe_window", DEDUPE_WINDOW),
     Migration("0009_prompt_fingerprint_and_golden_tasks", analytics_columns_0009(_ROLLUPS)),
     Migration("0010_task_call_dimensions", task_dimensions_0010(_ROLLUPS)),
     Migration("0011_golden_in_the_task_rollup", task_golden_0011(_ROLLUPS)),
     Migration("0012_hourly_call_rollup", call_hours_0012()),
     Migration("0013_answered_model_of_a_task", answered_model_0013(_ROLLUPS)),
-    Migration("0014_span_dropped_counts", _DROPPED_COUNTS),
+    Migration("0014_span_dropped_counts", DROPPED_COUNTS),
     Migration(
         "0015_answered_model_of_each_attempt",
         answered_model_0015(latest_view(analytics_columns_0009(_ROLLUPS), "llm_calls")),

@@ -1,0 +1,26 @@
+"""Migrations 0007, 0008 and 0014: small additions to the tables (``_migrations`` lists every migration)."""
+
+from __future__ import annotations
+
+__all__ = ["DEDUPE_WINDOW", "DROPPED_COUNTS", "SPOOL"]
+
+SPOOL = """
+CREATE TABLE spool_commits (seq BIGINT NOT NULL);
+"""
+
+# The dedupe keys without a PRIMARY KEY, in two generations (taskcost/store/_dedupe.py): DuckDB's ART index must
+# fit in memory, and it held a key per span ever stored. The keys stored so far become the old generation.
+DEDUPE_WINDOW = """
+CREATE TABLE span_keys_old AS SELECT k FROM span_keys;
+DROP TABLE span_keys;
+CREATE TABLE span_keys (k UHUGEINT NOT NULL);
+CREATE TABLE response_keys_old AS SELECT k FROM response_keys;
+DROP TABLE response_keys;
+CREATE TABLE response_keys (k UHUGEINT NOT NULL);
+"""
+
+# OTLP's dropped counts of a span: what the sender dropped plus what the intake limits dropped (docs/security.md)
+DROPPED_COUNTS = """
+ALTER TABLE spans ADD COLUMN IF NOT EXISTS dropped_attributes_count BIGINT DEFAULT 0;
+ALTER TABLE spans ADD COLUMN IF NOT EXISTS dropped_events_count BIGINT DEFAULT 0;
+"""
