@@ -8,7 +8,7 @@ from typing import Any
 
 from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import frame
-from taskcost.analytics._cost_priced import fully_priced, unpriced_tools_cte, unpriced_tools_join
+from taskcost.analytics._cost_priced import fully_priced
 from taskcost.analytics._filters import CALL_DIMENSIONS, TASK_DIMENSIONS, Filters, Sql, call_scope, task_scope, utc_text
 from taskcost.store import ReadStore
 
@@ -113,13 +113,13 @@ def _task_frame(
     """One row per task of either arm: arm, outcome, cost_usd, unpriced_calls, attempts, tokens, tool_calls,
     unpriced_tools, priced (fully priced: ``_cost_priced``)."""
     column = dim if dim in CALL_DIMENSIONS else TASK_DIMENSIONS[dim]  # task_scope names cluster_id "cluster"
-    sql = Sql("WITH ") + task_scope(filters, (dim,)) + Sql(", ") + unpriced_tools_cte(filters)
+    sql = Sql("WITH ") + task_scope(filters, (dim,))
     sql += Sql(" SELECT ") + _arm_label(column, values["baseline"])
     sql += Sql(
         ", outcome, cost_usd, coalesce(unpriced_calls, 0) AS unpriced_calls, coalesce(attempts, 0) AS attempts, "
         "coalesce(input_tokens, 0) + coalesce(output_tokens, 0) AS tokens, coalesce(tool_calls, 0) AS tool_calls, "
         f"coalesce(unpriced_tool_calls, 0) AS unpriced_tools, {fully_priced()} AS priced "
-        f"FROM scoped_tasks{unpriced_tools_join()} WHERE {column} IN (?, ?)",
+        f"FROM scoped_tasks WHERE {column} IN (?, ?)",
         [values["baseline"], values["candidate"]],
     )
     if cutoffs:

@@ -54,7 +54,7 @@ from taskcost.analytics._cost_intervals import (
     interval,
     moments,
 )
-from taskcost.analytics._cost_priced import fully_priced, unpriced_tools_cte, unpriced_tools_join
+from taskcost.analytics._cost_priced import fully_priced
 from taskcost.analytics._facts import Bucket, check_bucket, check_dimension
 from taskcost.analytics._filters import CALL_DIMENSIONS, DIMENSIONS, Filters, Sql, any_of, task_scope, utc_text
 from taskcost.analytics._groups import OTHER, Top, fold_note, max_groups_option, top_values
@@ -159,8 +159,6 @@ def _tasks(scope: Sql, group: Sql, bucket: str, filters: Filters) -> Sql:
     return (
         Sql("WITH ")
         + scope
-        + Sql(",\n")
-        + unpriced_tools_cte(filters)
         + Sql(",\nt AS (SELECT ")
         + group
         + Sql(
@@ -168,7 +166,7 @@ def _tasks(scope: Sql, group: Sql, bucket: str, filters: Filters) -> Sql:
             "cost_usd, tool_cost_usd, coalesce(tool_calls, 0) AS tool_calls, coalesce(attempts, 0) AS attempts, "
             "coalesce(unpriced_calls, 0) AS unpriced_calls, "
             f"coalesce(unpriced_tool_calls, 0) AS unpriced_tools, {fully_priced()} AS fp, {task_hash()} AS h "
-            f"FROM scoped_tasks{unpriced_tools_join()})\n"
+            "FROM scoped_tasks)\n"
         )
     )
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import frame
-from taskcost.analytics._cost_priced import fully_priced, unpriced_tools_cte, unpriced_tools_join
+from taskcost.analytics._cost_priced import fully_priced
 from taskcost.analytics._filters import Filters, Sql, call_scope, task_scope, utc, utc_text
 from taskcost.analytics._reconcile import (
     _SHARES_TYPE,
@@ -180,11 +180,9 @@ def group_idle(
         return bills, {}, {}
     tasks = (
         task_scope(bills.filters)
-        + Sql(",\n")
-        + unpriced_tools_cte(bills.filters)
         + Sql(",\nft AS (SELECT project, task_id, ")
         + task_value
-        + Sql(f" AS value FROM scoped_tasks{unpriced_tools_join()} WHERE outcome IS NOT NULL AND {fully_priced()})")
+        + Sql(f" AS value FROM scoped_tasks WHERE outcome IS NOT NULL AND {fully_priced()})")
     )
     shares = bills.shares(store, call_value, tasks)
     return bills, bills.idle(shares), bills.idle(shares, "t")

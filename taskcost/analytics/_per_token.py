@@ -33,7 +33,7 @@ from pydantic import Field
 from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import Answer, Table, frame
 from taskcost.analytics._cost_intervals import SPEND_MOMENTS, delta_intervals, moments
-from taskcost.analytics._cost_priced import fully_priced, unpriced_tools_cte, unpriced_tools_join
+from taskcost.analytics._cost_priced import fully_priced
 from taskcost.analytics._filters import CALL_DIMENSIONS, MIXED, Filters, Sql, any_of, hours_scope, task_scope
 from taskcost.analytics._groups import OTHER, Top, capped, fold_note, max_groups_option, top_values, unranked
 from taskcost.analytics._idle import UNKNOWN_NOTE, group_idle
@@ -127,12 +127,12 @@ _TASKS = f"""
        CAST(coalesce(sum(attempts), 0) AS BIGINT) AS attempts,
        CAST(coalesce(sum(unpriced_calls), 0) AS BIGINT) AS unpriced_calls,
        {SPEND_MOMENTS}
-FROM scoped_tasks{unpriced_tools_join()}
+FROM scoped_tasks
 GROUP BY value, finished, y, fp
 """
 
 _FINISHED = """ AS value, cost_usd, CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END AS completed, {hash} AS h
-FROM scoped_tasks{join}
+FROM scoped_tasks
 WHERE outcome IS NOT NULL AND {fp}) AS f
 WHERE """
 
@@ -175,8 +175,8 @@ def _call_groups(calls: pl.DataFrame) -> pl.DataFrame:
 
 
 def _task_ctes(filters: Filters, by: str) -> Sql:
-    """``WITH`` the selected tasks and their unpriced tool calls (``_cost_priced``: which tasks are fully priced)."""
-    return Sql("WITH ") + task_scope(filters, dimensions=(by,)) + Sql(",\n") + unpriced_tools_cte(filters)
+    """``WITH`` the selected tasks (their ``unpriced_calls`` and ``unpriced_tool_calls``: ``_cost_priced``)."""
+    return Sql("WITH ") + task_scope(filters, dimensions=(by,))
 
 
 def _tasks_sql(filters: Filters, by: str, top: Top) -> Sql:
@@ -244,7 +244,7 @@ def _intervals(
         return out
     which = any_of(Sql("value IS NOT DISTINCT FROM ?", [value]) for value in small)
     sql = _task_ctes(filters, by) + Sql("\nSELECT * FROM (SELECT ") + top.expr(by)
-    sql += Sql(_FINISHED.format(hash=task_hash(), join=unpriced_tools_join(), fp=fully_priced())) + which
+    sql += Sql(_FINISHED.format(hash=task_hash(), fp=fully_priced())) + which
     rows = frame(store, sql + Sql("\nORDER BY h"), filters)
     with warnings.catch_warnings():
         # a resample without a completed task has no ratio (NaN), and then neither has the interval: reported as
