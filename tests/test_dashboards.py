@@ -200,3 +200,19 @@ def test_a_bucket_without_a_figure_and_a_value_not_set_are_shown_as_such() -> No
     cols = ["field", "value", "status", "share_baseline", "share_current", "cost_change", "p95_change"]
     table = changes_table({"columns": cols, "rows": [["engine_version", None, "new", 0.0, 0.2, None, None]]})
     assert "(not set)" in json.dumps(table.to_plotly_json(), default=str, ensure_ascii=False)
+
+
+def test_the_overview_says_what_its_per_task_figure_and_its_priced_share_cover(
+    settings: Settings, store: DuckDBStore
+) -> None:
+    # one task with an unpriced tool call: the priced share counts it, and the cost per completed task leaves the
+    # task out (the cards said "all call attempts priced" and "0 of 2 call attempts unpriced" beside 66.7%)
+    f = Fleet()
+    f.task("t0", minute=0).call("cheap-1").tool(None)
+    f.task("t1", minute=1).call("cheap-1")
+    f.write(store)
+    with TestClient(create_app(settings, store)) as c:
+        out = _update(c, HEADLINE, [("overview-query", "data", {})])
+    cpct, priced = _text(out["overview-cpct"]["children"]), _text(out["overview-coverage"]["children"])
+    assert "over 1 of 2 completed tasks: 1 finished tasks with an unpriced call or tool call left out" in cpct
+    assert "66.7%" in priced and "0 of 2 call attempts and 1 of 1 tool calls unpriced" in priced

@@ -201,6 +201,18 @@ def _notes(notes: Sequence[str]) -> Any:
     return dmc.Stack([dmc.Text(n, size="xs", c="dimmed") for n in notes], gap=2, className="tc-notes")
 
 
+def _task_cover(s: Mapping[str, Any], cover: str) -> str:
+    """What a per-task figure is over: every completed task (``cover``, the calls' coverage), or the fully priced ones
+    (a task with an unpriced call or tool call is left out, not counted as $0)."""
+    left = int(s.get("unpriced_tasks") or 0)
+    if not left:
+        return cover
+    return (
+        f"over {count(s.get('priced_completed_tasks'))} of {count(s.get('completed'))} completed tasks: {left:,} "
+        "finished tasks with an unpriced call or tool call left out, not $0"
+    )
+
+
 # -- the callbacks' bodies ---------------------------------------------------------------------------------------
 def headline(store: ReadStore, query: Mapping[str, Any], now: datetime) -> tuple[Any, ...]:
     """(message, one card per ``_COST_CARDS``, the trends' note, waste): the ``cost`` question with its trend per
@@ -226,7 +238,7 @@ def headline(store: ReadStore, query: Mapping[str, Any], now: datetime) -> tuple
         _card(
             "cpct",
             "Cost per completed task",
-            _per_task(s.get("cost_per_completed_task_usd"), s.get("completed"), cover),
+            _per_task(s.get("cost_per_completed_task_usd"), s.get("completed"), _task_cover(s, cover)),
             f"{ci}; all spend / completed tasks",
             _trend(groups, bucket, "cost_per_completed_task_usd", usd, id="overview-cpct-trend"),
         ),
@@ -270,7 +282,8 @@ def headline(store: ReadStore, query: Mapping[str, Any], now: datetime) -> tuple
             "coverage",
             "Priced",
             html.Span(pct(s.get("priced_share")), className="tc-figure"),
-            f"{count(s.get('unpriced_calls'))} of {count(s.get('attempts'))} call attempts unpriced "
+            f"{count(s.get('unpriced_calls'))} of {count(s.get('attempts'))} call attempts and "
+            f"{count(s.get('unpriced_tool_calls'))} of {count(s.get('tool_calls'))} tool calls unpriced "
             "(left out of every $ figure, never counted as $0)",
             _trend(groups, bucket, "priced_share", pct, id="overview-coverage-trend", color="#868e96"),
         ),
