@@ -22,7 +22,7 @@ pricer but committed after the re-price began (appended after the last row id it
 short pass over the rows appended since that were received before it began.
 
 The server allocates the clusters' windows by itself as they end (taskcost/collector/_allocation.py): ``allocate``
-is the self-hosted pass of ``reprice`` alone, over a range of windows, in one transaction; ``allocation_due`` says
+is the self-hosted pass of ``reprice`` alone, over a range of windows, in one transaction; ``_allocation_due`` says
 which windows are due (after the last one stored per cluster, and those of calls that came after their window was
 allocated).
 """
