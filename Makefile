@@ -15,6 +15,9 @@ CHROMIUM := /usr/lib/chromium/chromium
 $(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt tests/interop/js/package-lock.json
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -c constraints.txt -e ./sdk -e '.[dev,demo]'
+	@# bytecode for the editable sources, as pip writes it for installed packages: a command starts ~0.1 s sooner
+	@# where Python is told not to write it itself (PYTHONDONTWRITEBYTECODE)
+	$(BIN)/python -m compileall -q taskcost sdk/src dashboards >/dev/null
 	@# the JavaScript OpenTelemetry SDK, for the interop tests (they skip, saying so, where npm is absent)
 	if command -v npm >/dev/null; then npm ci --prefix tests/interop/js --no-audit --no-fund; fi
 	touch $(STAMP)

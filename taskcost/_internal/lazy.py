@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["LazyModule", "lazy_exports", "np", "pa", "pl"]
+__all__ = ["LazyModule", "httpx", "lazy_exports", "np", "pa", "pl"]
 
 
 class LazyModule:
@@ -69,10 +69,12 @@ def lazy_exports(package: str) -> tuple[Callable[[str], Any], Callable[[], list[
 
 
 if TYPE_CHECKING:
+    import httpx
     import numpy as np
     import polars as pl
     import pyarrow as pa
 else:
+    httpx = LazyModule("httpx")
     np = LazyModule("numpy")
     pl = LazyModule("polars")
     pa = LazyModule("pyarrow")

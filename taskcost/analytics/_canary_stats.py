@@ -22,7 +22,8 @@ from taskcost.analytics._stats import (
     Interval,
     delta_ratio_variance,
     difference_ci,
-    stats,
+    normal_cdf,
+    normal_ppf,
 )
 
 __all__ = [
@@ -52,7 +53,7 @@ __all__ = [
 Decision = Literal["pass", "fail", "not_enough_data"]
 Outcome = Literal["better", "within_margin", "worse", "inconclusive"]
 
-POWER_Z = 0.8416212335729143  # float(scipy.stats.norm.ppf(0.80)), written out: scipy loads on first use
+POWER_Z = 0.8416212335729143  # normal_ppf(0.80), written out
 """z of 80 % power, for the sample size a metric would need (``n ≈ (z + 0.84)² · Var / δ²``)."""
 
 
@@ -186,7 +187,7 @@ def _delta_ratio_of_ratios(
     if rc <= 0:
         return Interval.none()
     se = math.sqrt(max(vb / (rb * rb) + vc / (rc * rc), 0.0))
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = normal_ppf(0.5 + confidence / 2)
     log_ratio = math.log(rc / rb)
     return Interval(math.exp(log_ratio - z * se), math.exp(log_ratio + z * se), "delta")
 
@@ -281,7 +282,7 @@ def needed_units(effect: Effect, n: int, minimum: int, confidence: float) -> int
         return None
     if h <= 0:
         return max(minimum, n)
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = normal_ppf(0.5 + confidence / 2)
     return max(minimum, math.ceil(n * ((z + POWER_Z) / z * h / delta) ** 2))
 
 
@@ -300,7 +301,7 @@ def needed_rate_units(effect: Effect, counts: tuple[int, int, int, int], minimum
     point, _, _, margin = units
     if point == margin:
         return None
-    level = 2 * float(stats.norm.cdf(float(stats.norm.ppf(0.5 + confidence / 2)) + POWER_Z)) - 1
+    level = 2 * normal_cdf(normal_ppf(0.5 + confidence / 2) + POWER_Z) - 1
     small = min(nb, nc)
 
     def decides(m: int) -> bool:

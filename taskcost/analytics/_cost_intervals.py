@@ -10,12 +10,11 @@ few thousand at most)."""
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 from taskcost._internal.lazy import np, pl
-from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, delta_ratio_ci, ratio_ci, stats
+from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, delta_ratio_ci, ratio_ci
 
 __all__ = [
     "ABANDONED",
@@ -55,10 +54,8 @@ def interval(units: pl.DataFrame, confidence: float) -> Interval:
     if len(units) <= BOOTSTRAP_MAX_UNITS:
         units = units.sort("h")
     done = (units["outcome"] == COMPLETED).cast(pl.Int64).to_numpy()
-    with warnings.catch_warnings():
-        # a resample without a completed task has no ratio (NaN), and then neither has the interval: "none" below
-        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        ci = ratio_ci(units["micro_usd"].to_numpy(), np.asarray(done), confidence)
+    # a resample without a completed task has no ratio (NaN), and then neither has the interval: "none" below
+    ci = ratio_ci(units["micro_usd"].to_numpy(), np.asarray(done), confidence)
     return ci if math.isfinite(ci.low) and math.isfinite(ci.high) else Interval.none()
 
 

@@ -23,7 +23,6 @@ at most ``BOOTSTRAP_MAX_UNITS`` finished tasks is read task by task, for its boo
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from typing import Any, ClassVar, Literal
@@ -38,7 +37,7 @@ from taskcost.analytics._filters import CALL_DIMENSIONS, MIXED, Filters, Sql, an
 from taskcost.analytics._groups import OTHER, Top, capped, fold_note, max_groups_option, top_values, unranked
 from taskcost.analytics._idle import UNKNOWN_NOTE, group_idle
 from taskcost.analytics._question import Options, Question
-from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, stats, wilson_ci
+from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, wilson_ci
 from taskcost.analytics._waste import task_hash
 from taskcost.pricing import format_usd
 from taskcost.store import ReadStore
@@ -246,12 +245,9 @@ def _intervals(
     sql = _task_ctes(filters, by) + Sql("\nSELECT * FROM (SELECT ") + top.expr(by)
     sql += Sql(_FINISHED.format(hash=task_hash(), fp=fully_priced())) + which
     rows = frame(store, sql + Sql("\nORDER BY h"), filters)
-    with warnings.catch_warnings():
-        # a resample without a completed task has no ratio (NaN), and then neither has the interval: reported as
-        # "none" below, so scipy's warning about it is noise here
-        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        for key, part in rows.partition_by("value", as_dict=True, maintain_order=True).items():
-            out[key[0]] = ratio_ci(micro_usd(part["cost_usd"]), part["completed"].to_numpy(), confidence)
+    # a resample without a completed task has no ratio (NaN), and then neither has the interval: "none" below
+    for key, part in rows.partition_by("value", as_dict=True, maintain_order=True).items():
+        out[key[0]] = ratio_ci(micro_usd(part["cost_usd"]), part["completed"].to_numpy(), confidence)
     return out
 
 

@@ -1,4 +1,9 @@
-"""Confidence intervals the questions share, from maintained libraries (scipy.stats) with a fixed seed.
+"""Confidence intervals the questions share, with a fixed seed.
+
+They are scipy.stats' own methods (percentile ``bootstrap`` drawing exactly its resamples, ``binomtest``'s Wilson
+interval, ``norm``) written over numpy and the standard library's ``statistics.NormalDist``: importing scipy.stats
+takes over half a second, more than the rest of a CLI answer at a demo's size. tests/test_stats_oracle.py holds each
+to scipy's result on generated data.
 
 Money enters as integer micro-dollars (exact sums); only the interval's ends are estimates, rounded back to
 ``Decimal`` micro-dollars. Point estimates are computed exactly by the callers, never here.
@@ -7,14 +12,16 @@ Money enters as integer micro-dollars (exact sums); only the interval's ends are
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import Any
+from statistics import NormalDist
 
 from taskcost._internal.lazy import np, pl
 
 __all__ = [
-    "stats",
+    "normal_cdf",
+    "normal_ppf",
     "BOOTSTRAP_MAX_UNITS",
     "BOOTSTRAP_RESAMPLES",
     "SEED",
@@ -29,17 +36,18 @@ __all__ = [
 ]
 
 
-class _Lazy:
-    """``scipy.stats``, imported on first use: it takes most of a second to import, and the CLI builds its commands
-    from the questions' modules, so an import at their top would slow every ``taskcost`` command."""
-
-    def __getattr__(self, name: str) -> Any:
-        import scipy.stats
-
-        return getattr(scipy.stats, name)
+_NORMAL = NormalDist()
 
 
-stats: Any = _Lazy()
+def normal_ppf(p: float) -> float:
+    """The standard normal's quantile (scipy.stats.norm.ppf)."""
+    return _NORMAL.inv_cdf(p)
+
+
+def normal_cdf(x: float) -> float:
+    """The standard normal's distribution function (scipy.stats.norm.cdf)."""
+    return _NORMAL.cdf(x)
+
 
 SEED = 20261204
 """Every resampling is seeded: the same data gives the same interval."""
@@ -96,20 +104,36 @@ def ratio_ci(numerator: np.ndarray, denominator: np.ndarray, confidence: float =
             top, bottom = x.sum(axis=axis), y.sum(axis=axis)
             return np.divide(top, bottom, out=np.full(np.shape(top), np.inf), where=bottom > 0)
 
-        with np.errstate(invalid="ignore"):  # the spread of a distribution with +inf in it: not used here
-            res = stats.bootstrap(
-                (num, den),
-                ratio,
-                paired=True,
-                vectorized=True,
-                n_resamples=BOOTSTRAP_RESAMPLES,
-                confidence_level=confidence,
-                method="percentile",
-                random_state=np.random.default_rng(SEED),
-            )
-        return Interval(float(res.confidence_interval.low), float(res.confidence_interval.high), "bootstrap")
+        low, high = percentile_bootstrap(num, den, ratio, confidence)
+        return Interval(low, high, "bootstrap")
     cov = np.cov(num, den, ddof=1)
     return delta_ratio_ci(n, num.mean(), den.mean(), cov[0, 0], cov[1, 1], cov[0, 1], confidence)
+
+
+def percentile_bootstrap(
+    x: np.ndarray, y: np.ndarray, statistic: Callable[[np.ndarray, np.ndarray, int], np.ndarray], confidence: float
+) -> tuple[float, float]:
+    """scipy.stats.bootstrap((x, y), statistic, paired=True, vectorized=True, method="percentile",
+    n_resamples=BOOTSTRAP_RESAMPLES, random_state=default_rng(SEED)): the same resamples (one draw of
+    ``BOOTSTRAP_RESAMPLES`` x n unit indices) and the same quantiles (linear). NaN ends when the statistic has NaN in
+    its distribution."""
+    n = len(x)
+    draws = np.random.default_rng(SEED).integers(0, n, (BOOTSTRAP_RESAMPLES, n))
+    with np.errstate(invalid="ignore"):  # +inf in the distribution: its quantiles may be inf or NaN, as scipy's
+        theta = np.sort(statistic(x[draws], y[draws], -1))
+        alpha = (1 - confidence) / 2
+        return _linear_quantile(theta, alpha), _linear_quantile(theta, 1 - alpha)
+
+
+def _linear_quantile(ordered: np.ndarray, p: float) -> float:
+    """scipy.stats.quantile(method="linear") of sorted values, its arithmetic kept: (1 - g) y[j] + g y[j + 1], so a
+    distribution ending in +inf gives what scipy's gives."""
+    n = len(ordered)
+    jg = p * n + (1 - p)
+    j = int(jg // 1) - 1
+    g = 0.0 if j < 0 else jg % 1
+    low, high = ordered[min(max(j, 0), n - 1)], ordered[min(max(j + 1, 0), n - 1)]
+    return float((1 - g) * low + g * high)
 
 
 def delta_ratio_ci(
@@ -118,7 +142,7 @@ def delta_ratio_ci(
     """The delta-method interval of a ratio of means (Deng et al. 2018) from ``n`` units' means, variances and
     covariance (ddof 1): var(r) = (s_x^2 - 2r s_xy + r^2 s_y^2) / (n mean_y^2)."""
     r, var = delta_ratio_variance(n, mean_x, mean_y, var_x, var_y, cov_xy)
-    half = float(stats.norm.ppf(0.5 + confidence / 2)) * math.sqrt(max(var, 0.0))
+    half = normal_ppf(0.5 + confidence / 2) * math.sqrt(max(var, 0.0))
     return Interval(float(r - half), float(r + half), "delta")
 
 
@@ -135,8 +159,15 @@ def wilson_ci(successes: int, n: int, confidence: float = 0.95) -> Interval:
     """Wilson score interval of a proportion ("none" when n is 0)."""
     if n <= 0:
         return Interval.none()
-    ci = stats.binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
-    return Interval(float(ci.low), float(ci.high), "wilson")
+    # scipy.stats.binomtest(k, n).proportion_ci(method="wilson"): Newcombe (1998), without continuity correction
+    z = normal_ppf(0.5 + confidence / 2)
+    p = successes / n
+    denom = 2 * (n + z * z)
+    center = (2 * n * p + z * z) / denom
+    delta = z / denom * math.sqrt(4 * n * p * (1 - p) + z * z)
+    low = 0.0 if successes == 0 else center - delta
+    high = 1.0 if successes == n else center + delta
+    return Interval(low, high, "wilson")
 
 
 def difference_ci(k_base: int, n_base: int, k_cand: int, n_cand: int, confidence: float = 0.95) -> Interval:

@@ -31,11 +31,11 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
-import httpx
 import typer
 from rich.live import Live
 from rich.text import Text
 
+from taskcost._internal.lazy import httpx
 from taskcost.cli._common import app, err, fail, out
 from taskcost.cli._target import PricingServer, RemoteStore, running_server, server_info_path
 from taskcost.pricing import format_usd

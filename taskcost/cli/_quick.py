@@ -13,7 +13,6 @@ tests/test_cli_quick.py runs both paths over generated command lines and require
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import re
@@ -56,7 +55,7 @@ def answer_quickly(argv: list[str]) -> int | None:
         url, token = _server(own)
         doc = _ask(url, token, question, params)
         render(doc, fmt, own.get("table"))  # a RenderError is raised before anything is printed
-    except (_Decline, OSError, ValueError, http.client.HTTPException):  # RenderError is a ValueError
+    except (_Decline, OSError, ValueError):  # RenderError is a ValueError
         return None
     return EXIT_CODES[question](doc) if question in EXIT_CODES else 0
 
@@ -142,11 +141,15 @@ def _ask(url: str, token: str | None, question: str, params: dict[str, str]) -> 
     path = f"{parts.path}/api/analytics/{question}"
     if params:
         path += "?" + urllib.parse.urlencode(params)
+    import http.client  # here: a command with no server to ask never pays for its import
+
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=_TIMEOUT_S)
     try:
         conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
         resp = conn.getresponse()
         body = resp.read()
+    except http.client.HTTPException:
+        raise _Decline from None
     finally:
         conn.close()
     if resp.status != 200:

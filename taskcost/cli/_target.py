@@ -7,9 +7,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from taskcost._internal.lazy import pa
+from taskcost._internal.lazy import httpx, pa
 from taskcost._internal.places import running_server, server_info_path, write_server_info
 from taskcost.settings import Settings
 from taskcost.store import ApiKey, QueryError, QueryResult, StoreUnavailableError

@@ -39,8 +39,8 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from taskcost._internal.lazy import LazyModule
 from taskcost.pricing import (
     CallPrice,
     ClusterWindowCost,
@@ -61,6 +61,7 @@ __all__ = ["Progress", "allocate", "cluster_costs", "reprice"]
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
+_pc = LazyModule("pyarrow.compute")  # its import takes ~50 ms: only re-pricing needs it
 _MONEY = pa.decimal128(38, 12)
 # a changed call: its key, what the task roll-up needs (task, counted = not a duplicate, the old cost), its start
 # (where the hourly roll-up's adjustment finds it), new prices
@@ -131,7 +132,7 @@ def _apply(cur: duckdb.DuckDBPyConnection, rows: list[tuple[Any, ...]]) -> None:
             "SEMI JOIN _taskcost_repriced AS n ON c.project = n.project AND c.trace_id = n.trace_id "
             "AND c.span_id = n.span_id AND c.start_ns = n.start_ns "
             "WHERE c.start_ns BETWEEN ? AND ?",
-            [pc.min(starts).as_py(), pc.max(starts).as_py()],
+            [_pc.min(starts).as_py(), _pc.max(starts).as_py()],
         )
         _hours.adjust_hours(cur, "_taskcost_changed", "_taskcost_repriced")
         cur.execute("DROP TABLE _taskcost_changed")
