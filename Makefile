@@ -10,7 +10,7 @@ PORT ?=
 GRPC_PORT ?=
 CHROMIUM := /usr/lib/chromium/chromium
 
-.PHONY: install install-browser run demo test lint unit bench clean
+.PHONY: install install-browser run demo live-check test lint unit bench clean
 
 $(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt tests/interop/js/package-lock.json
 	$(PY) -m venv $(VENV)
@@ -44,6 +44,10 @@ run: $(STAMP)
 ## minutes while the agents finish their tasks in hand. Another port: make demo PORT=4319 (OTLP/gRPC is off).
 demo: $(STAMP)
 	$(BIN)/taskcost demo$(if $(PORT), --port $(PORT))
+
+## the newcomer's path while data flows: the demo in the background, every page in Chromium every 30 s
+live-check: $(STAMP) install-browser
+	$(BIN)/python -m bench.live$(if $(MINUTES), --minutes $(MINUTES))
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

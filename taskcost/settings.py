@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from taskcost.normalize import NormalizeRules
     from taskcost.pricing import PricingConfig
 
-__all__ = ["DEFAULT_CONFIG_FILE", "Settings", "config_file", "default_decode_workers", "load_settings"]
+__all__ = ["DEFAULT_CONFIG_FILE", "STORE_SCHEMES", "Settings", "config_file", "default_decode_workers", "load_settings"]
 
 MiB = 1024 * 1024
 # The server's default DuckDB memory_limit, per core left after the decode workers (Settings.server_memory_limit)
@@ -46,12 +46,21 @@ def _pricing_defaults() -> tuple[dict[str, str], tuple[str, ...]]:
     return dict(DEFAULT_PRICING_ATTRIBUTES), PRICING_TARGETS
 
 
+STORE_SCHEMES = ("clickhouse", "chdb")
+"""The ``store`` URLs' schemes (the DuckDB file needs none: it is ``db``)."""
+
+
 class Settings(BaseSettings):
     """taskcost's settings. See docs/configuration.md for each one."""
 
     model_config = SettingsConfigDict(env_prefix="TASKCOST_", extra="forbid", validate_default=True)
 
     db: Path = Field(Path(DEFAULT_DB), description="The DuckDB file that holds everything.")
+    store: str | None = Field(
+        None,
+        description="Where the data lives when not in the DuckDB file `db`: clickhouse://user:password@host:8123/db "
+        "(a ClickHouse server, many collectors) or chdb:///path/to/dir (the same store on an in-process chDB).",
+    )
     host: str = Field("127.0.0.1", description="Address the server binds to.")
     port: int = Field(4318, ge=1, le=65535, description="Port of OTLP/HTTP, the query API and dashboards.")
     grpc_port: int = Field(4317, ge=0, le=65535, description="Port of OTLP/gRPC; 0 turns the gRPC receiver off.")
@@ -271,6 +280,17 @@ class Settings(BaseSettings):
         if self.process_memory_limit.strip() == "unlimited":
             return None
         return parse_size(self.process_memory_limit)
+
+    @model_validator(mode="after")
+    def _store_is_valid(self) -> Settings:
+        if self.store is not None:
+            scheme = self.store.partition("://")[0]
+            if scheme not in STORE_SCHEMES or "://" not in self.store:
+                raise ValueError(
+                    f"store: {self.store!r} is not a store URL: clickhouse://user:password@host:8123/db or "
+                    "chdb:///path/to/dir (leave it unset for the DuckDB file `db`)"
+                )
+        return self
 
     @model_validator(mode="after")
     def _rules_are_valid(self) -> Settings:
