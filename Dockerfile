@@ -3,12 +3,14 @@
 # of project "default" (TASKCOST_FIRST_KEYS_PROJECT) and prints their secrets once to the log.
 FROM python:3.11-slim
 
+# EXTRAS="[clickhouse]": the image of the scale profile's collectors (the store on a ClickHouse server)
+ARG EXTRAS=""
 WORKDIR /app
 COPY constraints.txt pyproject.toml README.md ./
 COPY sdk ./sdk
 COPY taskcost ./taskcost
 COPY dashboards ./dashboards
-RUN pip install --no-cache-dir -c constraints.txt ./sdk . \
+RUN pip install --no-cache-dir -c constraints.txt ./sdk ".${EXTRAS}" \
     && useradd --system --home /data taskcost && mkdir -p /data && chown taskcost /data
 
 USER taskcost

@@ -119,7 +119,8 @@ class Container:
 
 def _container(data_dir: Path) -> Container:
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
-    [service] = compose["services"].values()
+    # the default profile: one container on DuckDB (the scale profile's services name their profile)
+    [service] = [s for s in compose["services"].values() if not s.get("profiles")]
     image_env, cmd = _dockerfile()
     env = {**image_env, **{k: str(v) for k, v in service.get("environment", {}).items()}}
     command = service.get("command", cmd)

@@ -73,6 +73,7 @@ from taskcost.analytics._waste import (
     priced_misses,
     sample_slices,
     task_hash,
+    task_order,
     waste_notes,
 )
 from taskcost.store import ReadStore
@@ -165,8 +166,8 @@ def _tasks(scope: Sql, group: Sql, bucket: str, filters: Filters) -> Sql:
             f" AS grp, {bucket} AS bucket, {_OUTCOME} AS outcome, start_time, end_time, "
             "cost_usd, tool_cost_usd, coalesce(tool_calls, 0) AS tool_calls, coalesce(attempts, 0) AS attempts, "
             "coalesce(unpriced_calls, 0) AS unpriced_calls, "
-            f"coalesce(unpriced_tool_calls, 0) AS unpriced_tools, {fully_priced()} AS fp, {task_hash()} AS h "
-            "FROM scoped_tasks)\n"
+            f"coalesce(unpriced_tool_calls, 0) AS unpriced_tools, {fully_priced()} AS fp, {task_hash()} AS h, "
+            "project, task_id FROM scoped_tasks)\n"
         )
     )
 
@@ -398,7 +399,9 @@ def _finished_rows(store: ReadStore, filters: Filters, tasks: Sql) -> Rows:
     """Reads the fully priced finished tasks of some groups one by one (for a bootstrap: a few thousand at most)."""
 
     def read(keys: list[tuple[Any, Any]] | None) -> pl.DataFrame:
-        sql = tasks + Sql(f"SELECT grp, bucket, outcome, cost_usd, h FROM t WHERE outcome <> {RUNNING} AND fp")
+        sql = tasks + Sql(
+            f"SELECT grp, bucket, outcome, cost_usd, {task_order()} AS o FROM t WHERE outcome <> {RUNNING} AND fp"
+        )
         if keys is not None:
             sql += Sql(" AND ") + any_of(
                 Sql(

@@ -45,14 +45,15 @@ SPEND_MOMENTS = (
 these feed an estimate only (the point figures are exact sums)."""
 
 Rows = Callable[[list[tuple[Any, Any]] | None], "pl.DataFrame"]
-"""Reads the finished tasks of these groups (all of them: None): ``KEYS``, ``outcome``, ``micro_usd`` and ``h``."""
+"""Reads the finished tasks of these groups (all of them: None): ``KEYS``, ``outcome``, ``micro_usd`` and ``o``
+(``task_order``)."""
 
 
 def interval(units: pl.DataFrame, confidence: float) -> Interval:
-    """``ratio_ci`` of task spend (``micro_usd``) over completed tasks; units sorted by their hash first when they will
-    be bootstrapped, so the same data resamples the same way whatever order the store returned it in."""
+    """``ratio_ci`` of task spend (``micro_usd``) over completed tasks; units sorted by ``task_order`` first when they
+    will be bootstrapped, so the same data resamples the same way whatever order the store returned it in."""
     if len(units) <= BOOTSTRAP_MAX_UNITS:
-        units = units.sort("h")
+        units = units.sort("o")
     done = (units["outcome"] == COMPLETED).cast(pl.Int64).to_numpy()
     # a resample without a completed task has no ratio (NaN), and then neither has the interval: "none" below
     ci = ratio_ci(units["micro_usd"].to_numpy(), np.asarray(done), confidence)

@@ -38,7 +38,7 @@ from taskcost.analytics._groups import OTHER, Top, capped, fold_note, max_groups
 from taskcost.analytics._idle import UNKNOWN_NOTE, group_idle
 from taskcost.analytics._question import Options, Question
 from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, wilson_ci
-from taskcost.analytics._waste import task_hash
+from taskcost.analytics._waste import task_order
 from taskcost.pricing import format_usd
 from taskcost.store import ReadStore
 
@@ -130,7 +130,7 @@ FROM scoped_tasks
 GROUP BY value, finished, y, fp
 """
 
-_FINISHED = """ AS value, cost_usd, CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END AS completed, {hash} AS h
+_FINISHED = """ AS value, cost_usd, CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END AS completed, {order} AS o
 FROM scoped_tasks
 WHERE outcome IS NOT NULL AND {fp}) AS f
 WHERE """
@@ -235,7 +235,7 @@ def _intervals(
 ) -> dict[Any, Interval]:
     """The interval of $/completed task of each group (``ratio_ci`` over its finished tasks: spend, completed): the
     delta method from the parts' moments above ``BOOTSTRAP_MAX_UNITS`` tasks, else a bootstrap of its tasks, read in
-    one query for all such groups (ordered by their hash: the same data resamples the same way)."""
+    one query for all such groups (ordered by ``task_order``: the same data resamples the same way, on any engine)."""
     m = moments(parts.filter((pl.col("finished") == 1) & pl.col("fp")), ["value"])
     out = delta_intervals(m.filter(pl.col("n") > BOOTSTRAP_MAX_UNITS), ["value"], confidence)
     small = m.filter(pl.col("n") <= BOOTSTRAP_MAX_UNITS)["value"].to_list()
@@ -243,8 +243,8 @@ def _intervals(
         return out
     which = any_of(Sql("value IS NOT DISTINCT FROM ?", [value]) for value in small)
     sql = _task_ctes(filters, by) + Sql("\nSELECT * FROM (SELECT ") + top.expr(by)
-    sql += Sql(_FINISHED.format(hash=task_hash(), fp=fully_priced())) + which
-    rows = frame(store, sql + Sql("\nORDER BY h"), filters)
+    sql += Sql(_FINISHED.format(order=task_order(), fp=fully_priced())) + which
+    rows = frame(store, sql + Sql("\nORDER BY o"), filters)
     # a resample without a completed task has no ratio (NaN), and then neither has the interval: "none" below
     for key, part in rows.partition_by("value", as_dict=True, maintain_order=True).items():
         out[key[0]] = ratio_ci(micro_usd(part["cost_usd"]), part["completed"].to_numpy(), confidence)

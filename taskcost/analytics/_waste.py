@@ -53,6 +53,7 @@ __all__ = [
     "priced_misses",
     "sample_slices",
     "task_hash",
+    "task_order",
     "waste_notes",
 ]
 
@@ -71,9 +72,15 @@ _US = timedelta(microseconds=1)
 
 
 def task_hash(alias: str = "") -> str:
-    """SQL for a task's 64-bit hash (DuckDB ``hash``; ClickHouse would say ``cityHash64``): joins a task's call
-    figures back to its measured task, and orders tasks for a reproducible bootstrap."""
+    """SQL for a task's 64-bit hash (DuckDB ``hash``; ClickHouse ``sipHash64``): joins a task's call figures back to
+    its measured task within one answer (each engine its own hash: the values never leave it)."""
     return f"hash({alias}project, {alias}task_id)"
+
+
+def task_order(alias: str = "") -> str:
+    """SQL for a task's place in a bootstrap's units: the MD5 of its identity (hex), the same on every engine, so a
+    store on DuckDB and one on ClickHouse resample the same tasks into the same interval."""
+    return f"md5({alias}project || chr(31) || {alias}task_id)"
 
 
 @dataclass(frozen=True)

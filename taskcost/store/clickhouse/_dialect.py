@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
@@ -21,7 +22,7 @@ from sqlglot.tokens import Tokenizer, TokenType
 
 from taskcost.store._base import QueryError
 
-__all__ = ["to_clickhouse"]
+__all__ = ["as_duckdb_types", "to_clickhouse"]
 
 
 def to_clickhouse(sql: str, params: Sequence[Any] | None = None) -> str:
@@ -42,10 +43,314 @@ def to_clickhouse(sql: str, params: Sequence[Any] | None = None) -> str:
     if len(trees) != 1:
         raise QueryError("one statement per query")
     tree = trees[0]
-    return tree.sql(dialect="clickhouse")
+    return _rewrite(tree).sql(dialect="clickhouse")
 
 
-def _literal(value: Any) -> exp.Expression:
+def _rewrite(tree: exp.Expr) -> exp.Expr:
+    """What SQLGlot leaves in DuckDB's terms, in ClickHouse's: one rule per difference."""
+    for select in list(tree.find_all(exp.Select)):
+        _unnest_joins(select)
+    for union in list(tree.find_all(exp.Union)):
+        if union.args.get("by_name"):
+            _union_by_position(union)
+    return tree.transform(_fix)
+
+
+def _first_select(node: exp.Expr) -> exp.Select:
+    while isinstance(node, exp.SetOperation | exp.Subquery):
+        node = node.this
+    if not isinstance(node, exp.Select):
+        raise QueryError("UNION BY NAME needs SELECT arms")
+    return node
+
+
+def _union_by_position(union: exp.Union) -> None:
+    """``a UNION ALL BY NAME b`` -> ``a UNION ALL b'``: b's columns put in a's order, NULL for those it lacks (a
+    column only b has is not supported: ClickHouse has no BY NAME)."""
+    names = _first_select(union.this).named_selects
+    right = _first_select(union.expression)
+    if "*" in names or any(isinstance(e, exp.Star) for e in right.expressions):
+        raise QueryError("UNION BY NAME over * is not supported on ClickHouse")
+    by_name = {e.alias_or_name: e for e in right.expressions}
+    extra = set(by_name) - set(names)
+    if extra:
+        raise QueryError(f"UNION BY NAME: columns only the second part has: {sorted(extra)}")
+    right.set("expressions", [by_name.get(n) or exp.alias_(exp.null(), n) for n in names])
+    union.set("by_name", None)
+
+
+_DUCK_TO_CH_TYPES = {"VARCHAR": "Nullable(String)", "BIGINT": "Nullable(Int64)", "DOUBLE": "Nullable(Float64)"}
+
+
+def _json_type(duck: str) -> str:
+    """A ``from_json`` structure (DuckDB's JSON type notation) as the ClickHouse type ``JSONExtract`` reads."""
+    import json
+
+    def walk(t: Any) -> str:
+        if isinstance(t, list):
+            return f"Array({walk(t[0])})"
+        if isinstance(t, dict):
+            return "Tuple(" + ", ".join(f"{k} {walk(v)}" for k, v in t.items()) + ")"
+        name = str(t).upper()
+        if name.startswith("DECIMAL"):
+            return f"Nullable({name.replace('DECIMAL', 'Decimal')})"
+        if name not in _DUCK_TO_CH_TYPES:
+            raise QueryError(f"from_json type {t!r} has no ClickHouse form here")
+        return _DUCK_TO_CH_TYPES[name]
+
+    return walk(json.loads(duck))
+
+
+def _unnest_joins(select: exp.Select) -> None:
+    """``FROM unnest(list) AS t(c)`` -> ``FROM (SELECT arrayJoin(list) AS c) AS t``; a lateral ``FROM x, unnest(
+    from_json(json_extract(x.j, '$.k'), '<type>')) AS u(w)`` -> ``FROM x ARRAY JOIN JSONExtract(x.j, 'k', '<type>')
+    AS w``, its references ``u.w.f`` becoming ``w.f`` (the element is a named tuple)."""
+    source = select.args.get("from_")
+    if source is not None and isinstance(source.this, exp.Unnest):
+        source.set("this", _array_join_subquery(source.this))
+    for join in select.args.get("joins") or []:
+        unnest = join.this
+        if not isinstance(unnest, exp.Unnest):
+            continue
+        alias = unnest.args.get("alias")
+        [value] = unnest.expressions
+        if isinstance(value, exp.FromJson) and isinstance(value.this, exp.JSONExtract):
+            path = value.this.expression
+            keys = [k.this for k in path.expressions if isinstance(k, exp.JSONPathKey)] if path else []
+            # a NULL document is no element (ClickHouse refuses a Nullable array): '' extracts an empty one
+            text = exp.Anonymous(this="ifNull", expressions=[value.this.this, exp.Literal.string("")])
+            args = [text, *(exp.Literal.string(k) for k in keys), exp.Literal.string(_json_type(value.expression.name))]
+            if alias is None or len(alias.columns) != 1:
+                raise QueryError("a lateral unnest needs an alias with one column: unnest(...) AS u(w)")
+            table, [column] = alias.name, alias.columns
+            join.set("this", exp.alias_(exp.Anonymous(this="JSONExtract", expressions=args), column.name))
+            join.set("kind", "ARRAY")
+            for col in list(select.find_all(exp.Column)):
+                if col.args.get("db") is not None and col.args["db"].name == table:
+                    col.replace(exp.Dot(this=exp.column(col.table), expression=exp.to_identifier(col.name)))
+        else:
+            join.set("this", _array_join_subquery(unnest))
+
+
+def _array_join_subquery(unnest: exp.Unnest) -> exp.Expr:
+    alias = unnest.args.get("alias")
+    [value] = unnest.expressions
+    column = alias.columns[0].name if alias is not None and alias.columns else "unnest"
+    inner = exp.select(exp.alias_(exp.Anonymous(this="arrayJoin", expressions=[value]), column))
+    return exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias.name if alias else "u")))
+
+
+def _exact_quantile(level: exp.Expr, value: exp.Expr, where: exp.Expr | None) -> exp.Expr:
+    """DuckDB's ``quantile_cont`` (linear between the two nearest values) is ClickHouse's
+    ``quantileExactInclusive``; ClickHouse's plain ``quantile`` and ``median`` sample. A FILTER becomes its -If."""
+    args = [value] if where is None else [value, where]
+    levels = level.expressions if isinstance(level, exp.Array) else [level]  # several: an array of quantiles
+    name = ("quantilesExactInclusive" if isinstance(level, exp.Array) else "quantileExactInclusive") + (
+        "" if where is None else "If"
+    )
+    agg = exp.ParameterizedAgg(this=name, expressions=levels, params=args)
+    if not isinstance(level, exp.Array):
+        return agg
+    # quantiles of no value: DuckDB's NULL, not ClickHouse's array of NaN (an array cannot be Nullable there: the
+    # CASE is a Variant, read back as the array or NULL)
+    counted = exp.Anonymous(this="count" if where is None else "countIf", expressions=args)
+    return exp.Case(ifs=[exp.If(this=exp.GT(this=counted, expression=exp.Literal.number(0)), true=agg)])
+
+
+def _quantile_parts(node: exp.Expr) -> tuple[exp.Expr, exp.Expr] | None:
+    if isinstance(node, exp.PercentileCont) and node.expression is not None:  # quantile_cont(x, p)
+        return node.expression, node.this
+    if isinstance(node, exp.Median):
+        return exp.Literal.number("0.5"), node.this
+    return None
+
+
+def _json_keys(path: exp.Expr | None) -> list[exp.Expr] | None:
+    """A JSON path's keys and indexes as ClickHouse's JSON functions take them (``'$.a.b'`` -> ``'a', 'b'``); None
+    when the path has another step (a wildcard, a filter)."""
+    if isinstance(path, exp.Literal) and path.is_string:
+        try:
+            path = exp.JSONPath(expressions=sqlglot.parse_one(f"SELECT j -> '{path.this}'", read="duckdb")
+                                .expressions[0].expression.expressions)  # fmt: skip
+        except (ParseError, AttributeError):
+            return None
+    if not isinstance(path, exp.JSONPath):
+        return None
+    keys: list[exp.Expr] = []
+    for step in path.expressions:
+        if isinstance(step, exp.JSONPathRoot):
+            continue
+        if isinstance(step, exp.JSONPathKey):
+            keys.append(exp.Literal.string(str(step.this)))
+        elif isinstance(step, exp.JSONPathSubscript) and isinstance(step.this, int):
+            keys.append(exp.Literal.number(step.this + 1))  # ClickHouse counts from 1
+        else:
+            return None
+    return keys
+
+
+def _json_text(doc: exp.Expr, keys: list[exp.Expr]) -> exp.Expr:
+    """DuckDB's ``json_extract_string`` / ``->>`` / ``json_value``: a string value as itself, any other value as its
+    JSON text, NULL for JSON null or a missing key (ClickHouse's JSONExtractString says '' for all three)."""
+
+    def call(name: str) -> exp.Expr:
+        return exp.Anonymous(this=name, expressions=[doc.copy(), *(k.copy() for k in keys)])
+
+    kind = exp.Anonymous(this="toString", expressions=[call("JSONType")])
+    return exp.Case(
+        ifs=[
+            exp.If(this=exp.EQ(this=kind, expression=exp.Literal.string("String")), true=call("JSONExtractString")),
+            exp.If(
+                this=exp.And(
+                    this=call("JSONHas"), expression=exp.NEQ(this=kind.copy(), expression=exp.Literal.string("Null"))
+                ),
+                true=call("JSONExtractRaw"),
+            ),
+        ],
+        default=exp.null(),
+    )
+
+
+_TIMESTAMPS = (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ)
+
+
+def _fix(node: exp.Expr) -> exp.Expr:
+    if isinstance(node, exp.DataType) and node.this in _TIMESTAMPS:
+        # DuckDB's TIMESTAMP has microseconds; SQLGlot's ClickHouse DateTime has seconds
+        nullable = isinstance(node.parent, exp.Cast)  # as SQLGlot writes every CAST's type: NULL casts too
+        return exp.DataType.build("Nullable(DateTime64(6))" if nullable else "DateTime64(6)", dialect="clickhouse")
+    if isinstance(node, exp.TimestampTrunc):
+        # ClickHouse's dateTrunc answers a DateTime (seconds); DuckDB's date_trunc keeps the TIMESTAMP's type
+        trunc = exp.Anonymous(
+            this="dateTrunc", expressions=[exp.Literal.string(node.text("unit").lower()), node.this.transform(_fix)]
+        )
+        return exp.Anonymous(this="toDateTime64", expressions=[trunc, exp.Literal.number(6)])
+    if isinstance(node, exp.Limit | exp.Offset):
+        value = node.expression
+        if isinstance(value, exp.Literal) and value.is_string and value.this.isdigit():
+            node.set("expression", exp.Literal.number(value.this))  # a parameter sent as text: DuckDB casts it
+        return node
+    if isinstance(node, exp.JSONExtractScalar) or (
+        isinstance(node, exp.Anonymous) and node.name.lower() == "json_value"
+    ):
+        doc, path = (node.this, node.expression) if isinstance(node, exp.JSONExtractScalar) else node.expressions[:2]
+        keys = _json_keys(path)
+        if keys is not None:  # the document's own expression is rewritten first: the copies are not visited again
+            return _json_text(doc.transform(_fix), keys)
+    if (
+        isinstance(node, exp.Cast)
+        and isinstance(node.this, exp.JSONExtract)
+        and node.to.is_type(exp.DataType.Type.ARRAY)
+        and node.to.expressions
+        and node.to.expressions[0].is_type(exp.DataType.Type.JSON)
+    ):
+        keys = _json_keys(node.this.expression)
+        if keys is not None:  # CAST(json_extract(d, path) AS JSON[]): the array's elements as JSON texts
+            text = exp.Anonymous(this="ifNull", expressions=[node.this.this, exp.Literal.string("")])
+            return exp.Anonymous(this="JSONExtractArrayRaw", expressions=[text, *keys])
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "hash":
+        # DuckDB's 64-bit hash of its arguments: ClickHouse's sipHash64 of the same (other values: a hash orders or
+        # samples rows within one engine's answer, never across engines)
+        return exp.Anonymous(this="sipHash64", expressions=node.expressions)
+    if isinstance(node, exp.Filter):
+        parts = _quantile_parts(node.this)
+        if parts is not None:
+            return _exact_quantile(*parts, where=node.expression.this)
+    if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
+        order = node.this
+        [key] = order.expressions
+        if key.this != order.this:
+            raise QueryError("list(x ORDER BY y) is supported on ClickHouse only ordered by x itself")
+        agg = exp.Anonymous(this="groupArray", expressions=[order.this])
+        return exp.Anonymous(this="arrayReverseSort" if key.args.get("desc") else "arraySort", expressions=[agg])
+    if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and isinstance(node.expressions[0], exp.Slice):
+        # list[a:b] (1-based, both ends in) -> arraySlice(list, a, b - a + 1)
+        lo, hi = node.expressions[0].this, node.expressions[0].expression
+        length = exp.Add(this=exp.Sub(this=hi.copy(), expression=lo.copy()), expression=exp.Literal.number(1))
+        return exp.Anonymous(this="arraySlice", expressions=[node.this.transform(_fix), lo, length])
+    if isinstance(node, exp.Window) and isinstance(node.this, exp.Lag | exp.Lead) and not node.args.get("spec"):
+        # DuckDB's lag/lead: the neighbour row of the partition, NULL at its ends; ClickHouse's lagInFrame /
+        # leadInFrame: within the frame, the type's default at its ends (0 for a non-Nullable column)
+        fn = node.this
+        name = "lagInFrame" if isinstance(fn, exp.Lag) else "leadInFrame"
+        args = [exp.Anonymous(this="toNullable", expressions=[fn.this.transform(_fix)])]
+        if fn.args.get("offset") is not None:
+            args.append(fn.args["offset"])
+        spec = exp.WindowSpec(
+            kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="UNBOUNDED", end_side="FOLLOWING"
+        )
+        return exp.Window(
+            this=exp.Anonymous(this=name, expressions=args),
+            partition_by=[e.transform(_fix) for e in node.args.get("partition_by") or []],
+            order=node.args["order"].transform(_fix) if node.args.get("order") else None,
+            spec=spec,
+            over="OVER",
+        )
+    if isinstance(node, exp.Div) and not node.args.get("typed"):
+        # DuckDB divides in DOUBLE (DECIMAL / DECIMAL too); ClickHouse keeps a DECIMAL at the dividend's scale
+        return exp.Div(this=exp.Anonymous(this="toFloat64", expressions=[node.this]), expression=node.expression)
+    parts = _quantile_parts(node)
+    if parts is not None and not isinstance(node.parent, exp.Filter):
+        return _exact_quantile(*parts, where=None)
+    if isinstance(node, exp.Select):
+        # a predicate is UInt8 in ClickHouse and BOOLEAN in DuckDB: a projection that is one is cast to Bool
+        node.set("expressions", [_as_bool(e) for e in node.expressions])
+    return node
+
+
+_PREDICATES = (exp.Predicate, exp.Connector, exp.Not, exp.Boolean)
+
+
+def _is_boolean(node: exp.Expr) -> bool:
+    """A predicate, a boolean literal, or a COALESCE / CASE of only those (NULL aside)."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, _PREDICATES):
+        return True
+    if isinstance(node, exp.Coalesce):
+        parts = [node.this, *node.expressions]
+    elif isinstance(node, exp.Case):
+        parts = [i.args["true"] for i in node.args.get("ifs") or []] + [node.args.get("default") or exp.null()]
+    else:
+        return False
+    parts = [p for p in parts if not isinstance(p, exp.Null)]
+    return bool(parts) and all(_is_boolean(p) for p in parts)
+
+
+def _as_bool(projection: exp.Expr) -> exp.Expr:
+    inner = projection.this if isinstance(projection, exp.Alias) else projection
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if not _is_boolean(inner):
+        return projection
+    cast = exp.Cast(this=inner.copy(), to=exp.DataType.build("Bool", dialect="clickhouse"))
+    name = projection.alias_or_name if isinstance(projection, exp.Alias) else inner.sql(dialect="duckdb")
+    return exp.alias_(cast, name, quoted=not isinstance(projection, exp.Alias))
+
+
+def as_duckdb_types(table: pa.Table) -> pa.Table:
+    """ClickHouse's Arrow answer with DuckDB's types where they differ only in form: a timestamp with a time zone
+    (ClickHouse's DateTime64 in UTC) as the naive UTC timestamp DuckDB gives."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_union(f.type):
+            # a Variant of one type and NULL (ClickHouse's CASE of an array and NULL: an array cannot be Nullable)
+            # is that type, NULL where it was NULL
+            kinds = [
+                f.type.field(k).type for k in range(f.type.num_fields) if not pa.types.is_null(f.type.field(k).type)
+            ]
+            if len(kinds) == 1:
+                values = pa.array(table.column(i).to_pylist(), type=kinds[0])
+                table = table.set_column(i, f.with_type(kinds[0]).with_nullable(True), values)
+    fields, changed = [], False
+    for f in table.schema:
+        if pa.types.is_timestamp(f.type) and f.type.tz is not None:
+            f, changed = f.with_type(pa.timestamp(f.type.unit)), True
+        fields.append(f)
+    return table.cast(pa.schema(fields)) if changed else table
+
+
+def _literal(value: Any) -> exp.Expr:
+    """A parameter as a SQL literal (SQLGlot quotes and escapes it)."""
     if isinstance(value, bool) or value is None:
         return exp.convert(value)
     if isinstance(value, int):
@@ -54,7 +359,7 @@ def _literal(value: Any) -> exp.Expression:
         return exp.Literal.number(str(value))
     if isinstance(value, dt.datetime):
         stamp = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
-        return exp.cast(exp.Literal.string(stamp.isoformat(sep=" ")), exp.DataType.build("DateTime64(6)", "clickhouse"))
+        return exp.cast(exp.Literal.string(stamp.isoformat(sep=" ")), exp.DataType.build("TIMESTAMP"))
     if isinstance(value, str):
         return exp.Literal.string(value)
     if isinstance(value, list | tuple):
