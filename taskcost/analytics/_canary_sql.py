@@ -8,6 +8,7 @@ from typing import Any
 
 from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import frame
+from taskcost.analytics._canary_stats import TASK_BOOTSTRAP_MAX_UNITS
 from taskcost.analytics._cost_priced import fully_priced
 from taskcost.analytics._filters import CALL_DIMENSIONS, TASK_DIMENSIONS, Filters, Sql, call_scope, task_scope, utc_text
 from taskcost.store import ReadStore
@@ -111,17 +112,21 @@ def _task_frame(
     store: ReadStore, filters: Filters, dim: str, values: dict[str, str], cutoffs: dict[str, datetime]
 ) -> pl.DataFrame:
     """One row per task of either arm: arm, outcome, cost_usd, unpriced_calls, attempts, tokens, tool_calls,
-    unpriced_tools, priced (fully priced: ``_cost_priced``)."""
+    unpriced_tools, priced (fully priced: ``_cost_priced``); ordered by task when the arms will be bootstrapped."""
     column = dim if dim in CALL_DIMENSIONS else TASK_DIMENSIONS[dim]  # task_scope names cluster_id "cluster"
     sql = Sql("WITH ") + task_scope(filters, (dim,))
     sql += Sql(" SELECT ") + _arm_label(column, values["baseline"])
     sql += Sql(
         ", outcome, cost_usd, coalesce(unpriced_calls, 0) AS unpriced_calls, coalesce(attempts, 0) AS attempts, "
         "coalesce(input_tokens, 0) + coalesce(output_tokens, 0) AS tokens, coalesce(tool_calls, 0) AS tool_calls, "
-        f"coalesce(unpriced_tool_calls, 0) AS unpriced_tools, {fully_priced()} AS priced "
+        f"coalesce(unpriced_tool_calls, 0) AS unpriced_tools, {fully_priced()} AS priced, project, task_id "
         f"FROM scoped_tasks WHERE {column} IN (?, ?)",
         [values["baseline"], values["candidate"]],
     )
     if cutoffs:
         sql += _warmup_condition(column, "start_time", cutoffs, values)
-    return frame(store, sql, filters, max_rows=20_000_000)
+    tasks = frame(store, sql, filters, max_rows=20_000_000)
+    if len(tasks) <= 2 * TASK_BOOTSTRAP_MAX_UNITS:
+        # arms small enough to be bootstrapped: in one order whatever the store's (the same interval on any engine)
+        tasks = tasks.sort("project", "task_id", nulls_last=True)
+    return tasks.drop("project", "task_id")

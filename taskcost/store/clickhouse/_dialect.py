@@ -268,6 +268,23 @@ def _fix(node: exp.Expr) -> exp.Expr:
         lo, hi = node.expressions[0].this, node.expressions[0].expression
         length = exp.Add(this=exp.Sub(this=hi.copy(), expression=lo.copy()), expression=exp.Literal.number(1))
         return exp.Anonymous(this="arraySlice", expressions=[node.this.transform(_fix), lo, length])
+    if (
+        isinstance(node, exp.Window)
+        and isinstance(node.this, exp.IgnoreNulls)
+        and isinstance(node.this.this, exp.Lag)
+        and node.this.this.args.get("offset") in (None, exp.Literal.number(1))
+        and not node.args.get("spec")
+    ):
+        # lag(x IGNORE NULLS): the last non-NULL value before this row; ClickHouse's last_value skips NULLs
+        value = exp.Anonymous(this="toNullable", expressions=[node.this.this.this.transform(_fix)])
+        spec = exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="1", end_side="PRECEDING")
+        return exp.Window(
+            this=exp.Anonymous(this="last_value", expressions=[value]),
+            partition_by=[e.transform(_fix) for e in node.args.get("partition_by") or []],
+            order=node.args["order"].transform(_fix) if node.args.get("order") else None,
+            spec=spec,
+            over="OVER",
+        )
     if isinstance(node, exp.Window) and isinstance(node.this, exp.Lag | exp.Lead) and not node.args.get("spec"):
         # DuckDB's lag/lead: the neighbour row of the partition, NULL at its ends; ClickHouse's lagInFrame /
         # leadInFrame: within the frame, the type's default at its ends (0 for a non-Nullable column)
@@ -286,6 +303,18 @@ def _fix(node: exp.Expr) -> exp.Expr:
             spec=spec,
             over="OVER",
         )
+    if isinstance(node, exp.Round):
+        # DuckDB rounds half away from zero; ClickHouse's round of a float rounds half to even
+        value = node.this.transform(_fix)
+        digits = node.args.get("decimals")
+        if digits is not None and not (isinstance(digits, exp.Literal) and digits.this.isdigit()):
+            raise QueryError("round(x, n) on ClickHouse needs n written as a whole number")
+        scale = exp.Literal.number(10 ** int(digits.this)) if digits is not None else None
+        scaled = exp.Abs(this=value) if scale is None else exp.Mul(this=exp.Abs(this=value), expression=scale)
+        half_up = exp.Add(this=scaled, expression=exp.Literal.number("0.5"))
+        magnitude = exp.Anonymous(this="floor", expressions=[half_up])
+        signed = exp.Mul(this=exp.Anonymous(this="sign", expressions=[value.copy()]), expression=magnitude)
+        return signed if scale is None else exp.Div(this=signed, expression=scale.copy(), typed=True)
     if isinstance(node, exp.Div) and not node.args.get("typed"):
         # DuckDB divides in DOUBLE (DECIMAL / DECIMAL too); ClickHouse keeps a DECIMAL at the dividend's scale
         return exp.Div(this=exp.Anonymous(this="toFloat64", expressions=[node.this]), expression=node.expression)
