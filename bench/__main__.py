@@ -99,6 +99,34 @@ def _memory_lines(long: Any, memory_limit: str) -> list[str]:
     return lines
 
 
+def _clickhouse_lines(quick: bool) -> list[str]:
+    from bench.analytics import PARAMS
+    from bench.clickhouse import run_clickhouse_analytics
+
+    print("clickhouse ...", flush=True)
+    sizes = (20_000, 100_000) if quick else (100_000, 1_000_000)
+    res = run_clickhouse_analytics(sizes, repeats=2 if quick else 3)
+    lines = [
+        "## The analytics on the ClickHouse store (chDB) beside DuckDB (median seconds)",
+        "",
+        f"The analytics history above at {sizes[0]:,} and {sizes[1]:,} calls, in a DuckDB file and copied into chDB"
+        " (ClickHouse in this process); each question asked of both stores through the library door in the same"
+        " run. The ClickHouse store deduplicates spans and responses and adds up tasks and hours at read time (exact"
+        " with many writers); the copy into chDB took"
+        f" {res[('load', sizes[0], 'ClickHouse')]:.1f} s and {res[('load', sizes[1], 'ClickHouse')]:.1f} s.",
+        "",
+        "| question | " + " | ".join(f"DuckDB {n:,} | ClickHouse {n:,} | ratio" for n in sizes) + " |",
+        "|---|" + "---|---|---|" * len(sizes),
+    ]
+    for name in PARAMS:
+        cells = []
+        for n in sizes:
+            d, c = res[(name, n, "DuckDB")], res[(name, n, "ClickHouse")]
+            cells.append(f"{d:.3f} | {c:.3f} | {c / d:.1f}x")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def _cli_lines(quick: bool) -> list[str]:
     from bench.cli import TARGET_S, run_cli
 
@@ -168,13 +196,12 @@ def _dashboard_lines(quick: bool, *, required: bool) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
-    ap.add_argument(
-        "--only", choices=["ingest", "query", "analytics", "cli", "dashboards", "reprice", "sdk"], action="append"
-    )
+    parts_known = ["ingest", "query", "analytics", "clickhouse", "cli", "dashboards", "reprice", "sdk"]
+    ap.add_argument("--only", choices=parts_known, action="append")
     ap.add_argument("--senders", type=int, default=8, help="concurrent senders (agents) in the ingest run")
     ap.add_argument("--ingest-runs", type=int, default=3, help="ingest runs; the median is reported")
     args = ap.parse_args()
-    parts = args.only or ["ingest", "query", "analytics", "cli", "dashboards", "reprice", "sdk"]
+    parts = args.only or parts_known
     lines = [
         "# Benchmark results",
         "",
@@ -335,6 +362,8 @@ def main() -> None:
                 a, b = res[(name, sizes[0], door)], res[(name, sizes[1], door)]
                 lines.append(f"| {name} ({shown}) | {door} | {a:.3f} | {b:.3f} | {_ok(a < t1)} / {_ok(b < t10)} |")
         lines.append("")
+    if "clickhouse" in parts:
+        lines += _clickhouse_lines(args.quick)
     if "cli" in parts:
         lines += _cli_lines(args.quick)
     if "dashboards" in parts:

@@ -13,7 +13,6 @@ import math
 import random
 from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
