@@ -22,7 +22,22 @@ from sqlglot.tokens import Tokenizer, TokenType
 
 from taskcost.store._base import QueryError
 
-__all__ = ["as_duckdb_types", "to_clickhouse"]
+__all__ = ["DUCKDB_SEMANTICS", "as_duckdb_types", "to_clickhouse"]
+
+
+DUCKDB_SEMANTICS: dict[str, int] = {
+    # a column keeps its name where the SELECT list gives an expression the same alias (``min(outcome) AS outcome``
+    # and ``outcome`` elsewhere in that query are two things in DuckDB, one in ClickHouse by default)
+    "prefer_column_name_to_alias": 1,
+    # the columns a grouping set leaves out are NULL, not their type's default
+    "group_by_use_nulls": 1,
+    # sum, min, max... of no row are NULL, not 0 (count stays 0)
+    "aggregate_functions_null_for_empty": 1,
+    # an outer join's missing side is NULL, not the type's default
+    "join_use_nulls": 1,
+}
+"""The query settings under which ClickHouse answers DuckDB's SQL as DuckDB does: every query of the store carries them
+(the sandbox's check binds each query under them too)."""
 
 
 def to_clickhouse(sql: str, params: Sequence[Any] | None = None) -> str:
@@ -358,8 +373,9 @@ def _as_bool(projection: exp.Expr) -> exp.Expr:
 
 
 def as_duckdb_types(table: pa.Table) -> pa.Table:
-    """ClickHouse's Arrow answer with DuckDB's types where they differ only in form: a timestamp with a time zone
-    (ClickHouse's DateTime64 in UTC) as the naive UTC timestamp DuckDB gives."""
+    """ClickHouse's Arrow answer with DuckDB's types where they differ only in form: a Variant of one type and NULL as
+    that type; a timestamp with a time zone (DateTime64 in UTC) as the naive UTC timestamp DuckDB gives; lists with
+    pyarrow's default item name; every field nullable."""
     for i, f in enumerate(table.schema):
         if pa.types.is_union(f.type):
             # a Variant of one type and NULL (ClickHouse's CASE of an array and NULL: an array cannot be Nullable)
@@ -370,12 +386,19 @@ def as_duckdb_types(table: pa.Table) -> pa.Table:
             if len(kinds) == 1:
                 values = pa.array(table.column(i).to_pylist(), type=kinds[0])
                 table = table.set_column(i, f.with_type(kinds[0]).with_nullable(True), values)
-    fields, changed = [], False
-    for f in table.schema:
-        if pa.types.is_timestamp(f.type) and f.type.tz is not None:
-            f, changed = f.with_type(pa.timestamp(f.type.unit)), True
-        fields.append(f)
-    return table.cast(pa.schema(fields)) if changed else table
+    fields, columns, changed = [], [], False
+    for f, col in zip(table.schema, table.columns, strict=True):
+        t = f.type
+        if pa.types.is_timestamp(t) and t.tz is not None:
+            t = pa.timestamp(t.unit)  # the same UTC instants, as DuckDB's TIMESTAMP gives them
+        elif pa.types.is_list(t):
+            t = pa.list_(pa.field("item", t.value_type))  # pyarrow's default item name, as DuckDB's lists
+        if t != f.type or not f.nullable:  # every field nullable, as DuckDB marks them
+            changed = True
+            col = col.cast(t) if t != f.type else col
+        fields.append(pa.field(f.name, t))
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields)) if changed else table
 
 
 def _literal(value: Any) -> exp.Expr:
