@@ -90,7 +90,8 @@ def _server_figures(app: FastAPI, settings: Settings, store: Store) -> Callable[
     metrics = app.state.metrics
     pricing = app.state.intake.pricing
     started_at = datetime.now(UTC)
-    spool = settings.db.with_name(settings.db.name + ".spool")  # where the spool setting keeps it: <db>.spool/
+    # where the spool setting keeps it: <db>.spool/ (the ClickHouse store says where its own is)
+    spool = getattr(store, "spool_directory", None) or settings.db.with_name(settings.db.name + ".spool")
 
     def by_label(counter: Any) -> dict[str, int]:
         return {

@@ -131,6 +131,12 @@ class Settings(BaseSettings):
         "most max_queued_spans); beyond, intake waits, then answers 503. Reads wait for what was acknowledged "
         "before them: this bounds how long.",
     )
+    spool_max_bytes: int = Field(
+        1024**3,
+        ge=1024,
+        description="With the ClickHouse store (`store`): bytes of acknowledged spool records not yet in ClickHouse at "
+        "most (it grows while ClickHouse cannot be reached); beyond, intake answers 503.",
+    )
     dedupe_window_spans: int = Field(
         1_000_000,
         ge=1,

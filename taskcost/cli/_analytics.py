@@ -23,7 +23,7 @@ from pydantic.fields import FieldInfo
 from taskcost.analytics import QUESTIONS, Filters, Question
 from taskcost.analytics import UsageError as QuestionUsageError
 from taskcost.cli._common import app, fail, settings_or_exit
-from taskcost.cli._options import opened
+from taskcost.cli._options import StoreOption, opened
 from taskcost.cli._render import Format, RenderError, render
 
 __all__: list[str] = []  # the module registers a command per question on the app
@@ -97,6 +97,7 @@ def _common_params() -> list[inspect.Parameter]:
                 str | None, typer.Option("--key", help="API key for --url [env TASKCOST_KEY]", show_default=False)
             ],
         ),
+        inspect.Parameter("store", kw, default=None, annotation=StoreOption),
         inspect.Parameter(
             "fmt", kw, default=Format.table, annotation=Annotated[Format, typer.Option("--format", "-f")]
         ),
@@ -124,7 +125,7 @@ def _validated(model: type[BaseModel], values: dict[str, Any]) -> Any:
 def _answer(question: Question[Any], filters: Filters, options: Any, settings: Any) -> dict[str, Any]:
     from taskcost.cli._target import QuestionRefused, RemoteStore, open_target
 
-    with opened(lambda: open_target(settings.db, settings.url, settings.key)) as target:
+    with opened(lambda: open_target(settings.db, settings.url, settings.key, settings.store)) as target:
         if isinstance(target, RemoteStore):
             params = {
                 **filters.model_dump(mode="json", exclude_defaults=True),
@@ -147,7 +148,7 @@ def _make_command(question: Question[Any]) -> None:
     assert not clash, f"{question.name}: options named like filters: {clash}"
 
     def command(**values: Any) -> None:
-        settings = settings_or_exit(db=values["db"], url=values["url"], key=values["key"])
+        settings = settings_or_exit(db=values["db"], url=values["url"], key=values["key"], store=values["store"])
         filters = _validated(Filters, {k: values[k] for k in filter_names})
         options = _validated(question.options, {k: values[k] for k in option_names})
         doc = _answer(question, filters, options, settings)

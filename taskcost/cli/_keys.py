@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from taskcost.cli._common import app, err, fail, out, settings_or_exit
-from taskcost.cli._options import AdminOption, DbOption, UrlOption, opened
+from taskcost.cli._options import AdminOption, DbOption, StoreOption, UrlOption, opened
 from taskcost.store import KEY_KINDS
 
 __all__ = ["keys_app"]
@@ -22,25 +22,29 @@ CreateOption = Annotated[
 ]
 
 
-def _where(target: Any, db: Any) -> str:
+def _where(target: Any, settings: Any) -> str:
     """Which server or database a key command changed, in words."""
+    from taskcost.cli._target import shown_store
+
     url = getattr(target, "url", None)
+    db = shown_store(settings.store) if settings.store else settings.db
     return f"on the server at {url} (database {db})" if url else f"in {db} (no server runs on it)"
 
 
-def _admin(db: Any, url: str | None, admin_token: str | None, create: bool = False) -> Any:
-    """Key management (the running server's, or the file's), for ``with opened(...)``."""
+def _admin(db: Any, url: str | None, admin_token: str | None, create: bool = False, store: str | None = None) -> Any:
+    """Key management (the running server's, or the file's, or with ``store`` that ClickHouse database's), for
+    ``with opened(...)``."""
     from taskcost.cli._target import open_admin
 
-    settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
-    if not settings.url and not settings.db.exists() and not create:
+    settings = settings_or_exit(db=db, url=url, admin_token=admin_token, store=store)
+    if not settings.url and not settings.store and not settings.db.exists() and not create:
         # a typo in --db must not make a new database (a key in it would turn nothing on): the file must exist
         raise fail(
             f"no database at {settings.db}: give --db the file the server runs on (or --url and --admin-token), or "
             "--create to make it",
             code=2,
         )
-    return opened(lambda: open_admin(settings.db, settings.url, settings.admin_token), ValueError)
+    return opened(lambda: open_admin(settings.db, settings.url, settings.admin_token, settings.store), ValueError)
 
 
 @keys_app.command("create")
@@ -51,12 +55,13 @@ def create(
     url: UrlOption = None,
     admin_token: AdminOption = None,
     create_db: CreateOption = False,
+    store: StoreOption = None,
 ) -> None:
     """Create a key and print its secret (shown this once). The first key turns authentication on, for good."""
-    settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
-    with _admin(db, url, admin_token, create_db) as target:
+    settings = settings_or_exit(db=db, url=url, admin_token=admin_token, store=store)
+    with _admin(db, url, admin_token, create_db, store) as target:
         key, secret = target.create_key(project, kind)
-        where = _where(target, settings.db)
+        where = _where(target, settings)
     err.print(
         f"created {key.kind} key {key.id} for project {key.project!r} {where}; its secret (shown once):",
         highlight=False,
@@ -65,9 +70,11 @@ def create(
 
 
 @keys_app.command("list")
-def list_(db: DbOption = None, url: UrlOption = None, admin_token: AdminOption = None) -> None:
+def list_(
+    db: DbOption = None, url: UrlOption = None, admin_token: AdminOption = None, store: StoreOption = None
+) -> None:
     """Every key: id, project, kind, prefix, created, revoked (never the secret)."""
-    with _admin(db, url, admin_token) as target:
+    with _admin(db, url, admin_token, store=store) as target:
         keys = target.list_keys()
     table = Table("id", "project", "kind", "prefix", "created", "revoked")
     for k in keys:
@@ -81,19 +88,24 @@ def revoke(
     db: DbOption = None,
     url: UrlOption = None,
     admin_token: AdminOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Revoke a key; requests with it are refused from now on. Revoking the last active key leaves authentication
     on: every request is refused but the admin token's, until a key is created."""
-    with _admin(db, url, admin_token) as target:
+    with _admin(db, url, admin_token, store=store) as target:
         done = target.revoke_key(key_id)
         left = sum(k.revoked_at is None for k in target.list_keys()) if done else None
-        where = _where(target, settings_or_exit(db=db, url=url, admin_token=admin_token).db)
+        where = _where(target, settings_or_exit(db=db, url=url, admin_token=admin_token, store=store))
     if not done:
         raise fail(f"no active key {key_id!r} {where}")
     err.print(f"revoked {key_id} {where}", highlight=False)
     if left == 0:
-        settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
+        settings = settings_or_exit(db=db, url=url, admin_token=admin_token, store=store)
         where = f"--url {settings.url} --admin-token TOKEN" if settings.url else f"--db {settings.db}"
+        if not settings.url and settings.store:
+            from taskcost.cli._target import shown_store
+
+            where += f" --store {shown_store(settings.store)}"
         err.print(
             "warning: that was the last active key. Authentication stays on (revoked keys count): the server now "
             "refuses every request but /healthz and /readyz (401), except with its admin token. To get back in, "

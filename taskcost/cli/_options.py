@@ -19,6 +19,7 @@ __all__ = [
     "DbOption",
     "KeyOption",
     "SinceOption",
+    "StoreOption",
     "UntilOption",
     "UrlOption",
     "opened",
@@ -29,6 +30,15 @@ __all__ = [
 DbOption = Annotated[
     Path | None,
     typer.Option("--db", help="DuckDB file [env TASKCOST_DB; default taskcost.duckdb]", show_default=False),
+]
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="The data on ClickHouse instead of the DuckDB file: clickhouse://user:password@host:8123/db or "
+        "chdb:///abs/dir; --db then only names the local spool and server info file [env TASKCOST_STORE]",
+        show_default=False,
+    ),
 ]
 UrlOption = Annotated[
     str | None,

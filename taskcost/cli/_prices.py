@@ -163,7 +163,7 @@ def missing(
 
     settings = settings_or_exit(db=db, url=url, key=key)
     start, end = parse_time(since, "--since"), parse_time(until, "--until")
-    with opened(lambda: open_target(settings.db, settings.url, settings.key)) as target:
+    with opened(lambda: open_target(settings.db, settings.url, settings.key, settings.store)) as target:
         found = missing_prices(target, start, end)
     table = Table("provider", "model", "calls", "input tokens", "output tokens", "first seen", "last seen", "reason")
     for r in found.rows:
@@ -276,7 +276,7 @@ def explain_cost(
     from taskcost.cli._target import open_target
 
     settings = settings_or_exit(db=db, url=url, key=key)
-    with opened(lambda: open_target(settings.db, settings.url, settings.key)) as target:
+    with opened(lambda: open_target(settings.db, settings.url, settings.key, settings.store)) as target:
         lines = explain_call(target, span_id, trace_id)  # the same lines as the dashboards' explain-cost
     if not lines:
         raise fail(f"no call with span id {span_id}" + (f" in trace {trace_id}" if trace_id else ""))

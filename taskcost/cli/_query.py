@@ -17,7 +17,7 @@ from rich.table import Table
 
 from taskcost._internal.jsonable import json_value
 from taskcost.cli._common import app, err, out, settings_or_exit
-from taskcost.cli._options import DbOption, KeyOption, UrlOption, opened
+from taskcost.cli._options import DbOption, KeyOption, StoreOption, UrlOption, opened
 from taskcost.cli._render import print_rows
 from taskcost.pricing import format_usd
 from taskcost.store import QueryResult, ReadStore
@@ -59,12 +59,13 @@ def sql(
     key: KeyOption = None,
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format")] = Format.table,
     max_rows: Annotated[int | None, typer.Option(help="Row limit [default: sql_max_rows]")] = None,
+    store: StoreOption = None,
 ) -> None:
     """Query the views (llm_calls, tool_calls, tasks), through the running server or the file."""
     from taskcost.cli._target import open_target
 
-    settings = settings_or_exit(db=db, url=url, key=key)
-    with opened(lambda: open_target(settings.db, settings.url, settings.key)) as target:
+    settings = settings_or_exit(db=db, url=url, key=key, store=store)
+    with opened(lambda: open_target(settings.db, settings.url, settings.key, settings.store)) as target:
         res = target.query(query, max_rows=max_rows or settings.sql_max_rows, timeout_s=settings.sql_timeout_s)
     _render(res, fmt)
 
@@ -109,12 +110,13 @@ def tasks(
     project: Annotated[
         str | None, typer.Option("--project", help="This project only (a read key sees its own only)")
     ] = None,
+    store: StoreOption = None,
 ) -> None:
     """Tasks by outcome and the cost per completed task, per project (never added together)."""
     from taskcost.cli._target import open_target
 
-    settings = settings_or_exit(db=db, url=url, key=key)
-    with opened(lambda: open_target(settings.db, settings.url, settings.key)) as target:
+    settings = settings_or_exit(db=db, url=url, key=key, store=store)
+    with opened(lambda: open_target(settings.db, settings.url, settings.key, settings.store)) as target:
         summaries = project_summaries(target, project)
     if not summaries:
         where = "" if project is None else f" in project {project!r}"

@@ -74,7 +74,7 @@ def _parse(argv: list[str]) -> tuple[str, dict[str, str], dict[str, str]]:
         elif token.startswith("--"):
             name, eq, value = token[2:].partition("=")
             given = bool(eq)
-            if not _NAME.fullmatch(name) or name in ("help", "db"):
+            if not _NAME.fullmatch(name) or name in ("help", "db", "store"):
                 raise _Decline
         else:
             raise _Decline  # an argument, a short option (-fjson) or "-": the full command's to judge

@@ -60,6 +60,8 @@ def cluster_windows(
         with opened(lambda: server) as asked:
             docs = asked.get("/api/admin/clusters", since=_iso(since), until=_iso(until), cluster=cluster)
         return [ClusterWindowCost.from_json(d) for d in docs]
+    if settings.store:  # never the DuckDB file `db` names instead
+        raise fail("the clusters' allocated windows are not available on the ClickHouse store yet (`store` is set)")
     with opened(lambda: DuckDBStore.open(settings.db, read_only=True)) as store:
         return store.cluster_costs(
             since_ns=None if since is None else epoch_ns(since),
@@ -197,6 +199,8 @@ def reprice(
             doc = asked.post("/api/admin/reprice", {"since": _iso(start), "until": _iso(end), "dry_run": dry_run})
         print_report(RepriceReport.from_json(doc), "the server's configuration: ")
         return
+    if settings.store:  # never the DuckDB file `db` names instead
+        raise fail("re-pricing is not available on the ClickHouse store yet (`store` is set); nothing was re-priced")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from taskcost.store import DuckDBStore

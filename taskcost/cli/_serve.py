@@ -1,4 +1,5 @@
-"""`taskcost serve`: the one process that owns the DuckDB file."""
+"""`taskcost serve`: the one process that owns the DuckDB file (or, with ``--store``, one of the collectors writing
+to a ClickHouse database: then ``--db``'s path only names its spool and server info file)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from taskcost.cli._common import app, err, fail, settings_or_exit
-from taskcost.cli._options import DbOption
+from taskcost.cli._options import DbOption, StoreOption
 from taskcost.cli._serve_auth import auth_notes, auth_refusal, auth_summary
 from taskcost.store import StoreUnavailableError
 
 if TYPE_CHECKING:
-    from taskcost.store import DuckDBStore
+    from taskcost.settings import Settings
+    from taskcost.store import Store
 
 __all__ = ["serve"]
 
@@ -45,7 +47,7 @@ def _bind_error(host: str, port: int) -> OSError | None:
     return None
 
 
-def _first_keys(store: DuckDBStore, project: str) -> list[tuple[str, str, str]]:
+def _first_keys(store: Store, project: str) -> list[tuple[str, str, str]]:
     """An ingest and a read key of ``project`` (``first_keys_project``, at a start that found no active key), created
     now: (kind, key id, secret) each."""
     made = [store.create_key(project, kind) for kind in ("ingest", "read")]
@@ -70,9 +72,43 @@ def _first_keys_message(keys: list[tuple[str, str, str]], project: str, url: str
     return "\n".join(lines)
 
 
+def _clickhouse_settings(settings: Settings) -> Settings:
+    """The settings a server on the ClickHouse store runs with: what that store cannot do yet is turned off, and the
+    log says so once (the app keeps serving; the endpoints that need it answer that it is not available)."""
+    log = logging.getLogger(__name__)
+    if settings.allocate_clusters:
+        log.info(
+            "the clusters' GPU-hour allocation is not available on the ClickHouse store yet: not scheduled "
+            "(allocate_clusters is off for this run)"
+        )
+        settings = settings.model_copy(update={"allocate_clusters": False})
+    log.info(
+        "on the ClickHouse store: re-pricing and `taskcost spool retry` are not available yet; DuckDB's own settings "
+        "(memory_limit, duckdb_threads, dedupe_window_spans) are not applied to ClickHouse (memory_limit still sets "
+        "the defaults of sql_memory_limit and process_memory_limit, which bound this process, chDB included)"
+    )
+    return settings
+
+
+def _spool_note(store: Any) -> None:
+    """Set-aside records: the DuckDB store replays them in the background; the ClickHouse store keeps them."""
+    replay = getattr(store, "replay_set_aside_in_background", None)
+    if replay is not None:
+        replay()  # acknowledged batches an earlier run could not commit: tried again
+        return
+    aside = sorted(store.spool_directory.glob("*.rejected")) if getattr(store, "spool_directory", None) else []
+    if aside:
+        logging.getLogger(__name__).warning(
+            "%d set-aside spool record(s) in %s are not replayed on the ClickHouse store yet",
+            len(aside),
+            store.spool_directory,
+        )
+
+
 @app.command()
 def serve(
     db: DbOption = None,
+    store_url: StoreOption = None,
     port: Annotated[int | None, typer.Option(help="Port [env TASKCOST_PORT; default 4318]")] = None,
     grpc_port: Annotated[
         int | None, typer.Option(help="OTLP/gRPC port, 0 = off [env TASKCOST_GRPC_PORT; default 4317]")
@@ -117,11 +153,12 @@ def serve(
     from taskcost._internal.arrow_memory import use_system_allocator
     from taskcost._internal.limits import set_data_limit
     from taskcost.app import create_app
-    from taskcost.cli._target import open_served, write_server_info
+    from taskcost.cli._target import open_served, shown_store, write_server_info
     from taskcost.collector import start_grpc_server
 
     settings = settings_or_exit(
         db=db,
+        store=store_url,
         port=port,
         grpc_port=grpc_port,
         host=host,
@@ -130,6 +167,8 @@ def serve(
         first_keys_project=first_keys_project,
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if settings.store:
+        settings = _clickhouse_settings(settings)
     use_system_allocator()  # before any Arrow buffer exists (with decode_workers 0, this process builds them)
     # a port another process holds fails here, before anything starts (the database is not even made), saying how to
     # choose another one
@@ -152,7 +191,7 @@ def serve(
         except (ValueError, OSError) as exc:
             store.close()
             raise fail(f"cannot set process_memory_limit: {exc}") from None
-    store.replay_set_aside_in_background()  # acknowledged batches an earlier run could not commit: tried again
+    _spool_note(store)
     # the first keys: of a database that never had one (revoked keys count: they keep authentication on)
     first_project = None if store.keys_ever_created else settings.first_keys_project  # its keys are made below
     refusal = auth_refusal(settings, store.keys_ever_created, first_project is not None)
@@ -213,8 +252,11 @@ def serve(
         for note in auth_notes(settings, store.keys_ever_created, store.has_active_keys, required):
             err.print(note, highlight=False)
         auth_said = auth_summary(settings, required)
+        served = (
+            f"{shown_store(settings.store)} (spool and info file: {settings.db})" if settings.store else settings.db
+        )
         err.print(
-            f"taskcost serving {settings.db} on {url}  (OTLP/HTTP {url}/v1/traces, SQL {url}/api/sql"
+            f"taskcost serving {served} on {url}  (OTLP/HTTP {url}/v1/traces, SQL {url}/api/sql"
             + (f", dashboards {url}/dash/" if dashboards else "")
             + (f", OTLP/gRPC {shown_host}:{receiver.port}" if receiver is not None else "")
             + f"; {auth_said})",

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import typer
 
 from taskcost.cli._common import app, err, fail, out, settings_or_exit
 from taskcost.cli._options import DbOption, opened
+
+if TYPE_CHECKING:
+    from taskcost.store import DuckDBStore
 
 __all__ = ["spool_app"]
 
@@ -21,10 +26,16 @@ def retry(db: DbOption = None) -> None:
     from taskcost.cli._target import open_served
 
     settings = settings_or_exit(db=db)
+    if settings.store:  # (TASKCOST_STORE or taskcost.toml): its spool's set-aside records are not retried here
+        raise fail(
+            "taskcost spool retry is not available on the ClickHouse store yet (the `store` setting is set); its "
+            "set-aside records stay in <db>.clickhouse-spool/*.rejected"
+        )
     if not settings.db.exists():
         raise fail(f"no database at {settings.db}")
     committed = kept = 0
-    with opened(lambda: open_served(settings, spool=False)) as store:  # a record is removed once committed
+    # a record is removed once committed; the DuckDB file's (the ClickHouse store was refused above)
+    with opened(lambda: cast("DuckDBStore", open_served(settings, spool=False))) as store:
         for path, result in store.retry_set_aside():
             if isinstance(result, Exception):
                 kept += 1

@@ -1,5 +1,9 @@
 """Where the CLI gets its answers: the server that owns the file, or the file itself when no server
-runs (DuckDB lets one process hold a file, so the server answers for it)."""
+runs (DuckDB lets one process hold a file, so the server answers for it).
+
+With the ``store`` setting (a ClickHouse URL) the data is there, not in ``db``: ``db`` only names the server info
+file (and the server's spool), so a running server is still found by it; with none, the ClickHouse store is opened
+in this process (chDB, like DuckDB, lets one process hold its directory)."""
 
 from __future__ import annotations
 
@@ -13,7 +17,8 @@ from taskcost.settings import Settings
 from taskcost.store import ApiKey, QueryError, QueryResult, StoreUnavailableError
 
 if TYPE_CHECKING:
-    from taskcost.store import DuckDBStore
+    from taskcost.store import DuckDBStore, Store
+    from taskcost.store.clickhouse import ClickHouseStore
 
 __all__ = [
     "QuestionRefused",
@@ -27,6 +32,7 @@ __all__ = [
     "running_server",
     "server_for",
     "server_info_path",
+    "shown_store",
     "write_server_info",
 ]
 
@@ -177,13 +183,38 @@ class RemoteAdmin(Remote):
         return True
 
 
-def open_target(db: Path, url: str | None, key: str | None = None) -> RemoteStore | DuckDBStore:
-    """The server at ``url``; else the server that owns ``db``; else ``db`` opened read-only."""
+def shown_store(url: str) -> str:
+    """A store URL as it may be printed: without its password."""
+    from urllib.parse import urlparse
+
+    parts = urlparse(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+def _open_clickhouse(url: str, *, read_only: bool) -> ClickHouseStore:
+    from taskcost.store.clickhouse import ClickHouseStore
+
+    return ClickHouseStore.open(url, read_only=read_only)
+
+
+def open_target(
+    db: Path, url: str | None, key: str | None = None, store: str | None = None
+) -> RemoteStore | DuckDBStore | ClickHouseStore:
+    """The server at ``url``; else the server that owns ``db``; else ``store`` (a ClickHouse URL) or ``db``
+    opened read-only."""
     if url:
         return RemoteStore(url, key)
     running = running_server(db)
     if running:
         return RemoteStore(running["url"], key or running.get("admin_token"))
+    if store:
+        try:
+            return _open_clickhouse(store, read_only=True)
+        except StoreUnavailableError as exc:
+            raise StoreUnavailableError(f"{exc}\n(no running server recorded in {server_info_path(db)})") from None
     try:
         from taskcost.store import DuckDBStore
 
@@ -192,9 +223,12 @@ def open_target(db: Path, url: str | None, key: str | None = None) -> RemoteStor
         raise StoreUnavailableError(f"{exc}\n(no running server recorded in {server_info_path(db)})") from None
 
 
-def open_admin(db: Path, url: str | None, admin_token: str | None) -> RemoteAdmin | DuckDBStore:
+def open_admin(
+    db: Path, url: str | None, admin_token: str | None, store: str | None = None
+) -> RemoteAdmin | DuckDBStore | ClickHouseStore:
     """Key management: the server at ``url`` (with ``admin_token``), the server that owns ``db``
-    (its token is in the owner-only info file), or ``db`` itself when no server runs."""
+    (its token is in the owner-only info file), or ``store`` (a ClickHouse URL) or ``db`` itself when no server
+    runs."""
     if url:
         if not admin_token:
             raise ValueError("--url needs --admin-token (or TASKCOST_ADMIN_TOKEN) for key management")
@@ -202,14 +236,28 @@ def open_admin(db: Path, url: str | None, admin_token: str | None) -> RemoteAdmi
     running = running_server(db)
     if running:
         return RemoteAdmin(running["url"], admin_token or running.get("admin_token"))
+    if store:
+        return _open_clickhouse(store, read_only=False)
     from taskcost.store import DuckDBStore
 
     return DuckDBStore.open(db)
 
 
-def open_served(settings: Settings, *, spool: bool) -> DuckDBStore:
+def open_served(settings: Settings, *, spool: bool) -> Store:
     """The database opened for writing as the server opens it: its writer's batch and queue bounds, the dedupe
-    window and DuckDB's memory limit and threads, all from ``settings`` (raises StoreUnavailableError)."""
+    window and DuckDB's memory limit and threads, all from ``settings`` (raises StoreUnavailableError). With
+    ``store`` (a ClickHouse URL): that ClickHouse database, with ``spool`` intake spooled in
+    ``<db>.clickhouse-spool/`` (taskcost/store/clickhouse/_spool_writer.py)."""
+    if settings.store:
+        from taskcost.store.clickhouse import ClickHouseStore, clickhouse_spool_dir
+
+        return ClickHouseStore.open(
+            settings.store,
+            max_queued_spans=settings.max_queued_spans,
+            spool_dir=clickhouse_spool_dir(settings.db) if spool else None,
+            spool_max_bytes=settings.spool_max_bytes,
+            max_batch_spans=settings.writer_max_batch_spans,
+        )
     from taskcost.store import DuckDBStore
 
     return DuckDBStore.open(

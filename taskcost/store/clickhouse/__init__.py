@@ -3,4 +3,7 @@ the DuckDB store, for many collectors writing to one database. See docs/scale.md
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from taskcost.store.clickhouse._spool_writer import clickhouse_spool_dir
+from taskcost.store.clickhouse._store import ClickHouseStore
+
+__all__ = ["ClickHouseStore", "clickhouse_spool_dir"]

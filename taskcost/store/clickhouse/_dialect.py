@@ -330,6 +330,10 @@ def _fix(node: exp.Expr) -> exp.Expr:
         magnitude = exp.Anonymous(this="floor", expressions=[half_up])
         signed = exp.Mul(this=exp.Anonymous(this="sign", expressions=[value.copy()]), expression=magnitude)
         return signed if scale is None else exp.Div(this=signed, expression=scale.copy(), typed=True)
+    if isinstance(node, exp.IntDiv):
+        # DuckDB's a // b of integers: ClickHouse's intDiv (SQLGlot's CAST(a / b) divides in Float64 first, which
+        # loses the low digits of a nanosecond timestamp)
+        return exp.Anonymous(this="intDiv", expressions=[node.this.transform(_fix), node.expression.transform(_fix)])
     if isinstance(node, exp.Div) and not node.args.get("typed"):
         # DuckDB divides in DOUBLE (DECIMAL / DECIMAL too); ClickHouse keeps a DECIMAL at the dividend's scale
         return exp.Div(this=exp.Anonymous(this="toFloat64", expressions=[node.this]), expression=node.expression)

@@ -39,6 +39,8 @@ import re
 import threading
 from typing import Any
 
+from clickhouse_connect.driver.binding import _query_has_trailing_limit_zero
+
 from taskcost.store._base import QueryError
 from taskcost.store.clickhouse._dialect import DUCKDB_SEMANTICS
 
@@ -81,6 +83,15 @@ DENIED_FUNCTIONS: dict[str, str] = {
     "sleep": "it only holds a query slot",
     "sleepeachrow": "it only holds a query slot",
 }
+_TSV_ESCAPE = re.compile(r"\\(.)", re.S)
+_TSV_CHARS = {"t": "\t", "n": "\n", "r": "\r", "0": "\0", "b": "\b", "f": "\f", "\\": "\\", "'": "'"}
+
+
+def _tsv_char(m: re.Match[str]) -> str:
+    """A TabSeparated escape as its character."""
+    return _TSV_CHARS.get(m.group(1), m.group(1))
+
+
 # Internal functions the analyzer itself puts in a query tree for ordinary SQL (GROUPING() of grouping sets, a scalar
 # subquery's value): allowed there, never in the user's text (the parse check refuses every ``__`` name).
 _ANALYZER_INTERNALS = frozenset({"__groupingforgroupingsets", "__getscalar"})
@@ -240,6 +251,8 @@ def _indented(lines: list[str]) -> _Node:
     root = _Node("", "", "", None)
     chain = [root]
     for line in lines:
+        if not line:
+            continue  # the dump puts an empty line after an empty list (a grouping set ``()``): no node
         body = line.lstrip(" ")
         depth, extra = divmod(len(line) - len(body), 2)
         if extra or depth + 1 > len(chain) or not body:
@@ -331,6 +344,12 @@ class ClickHouseSandbox:
         (clickhouse-connect's chDB backend applies the settings of a query with parameters by SET on the shared
         session, where ``readonly=1`` would then stay)."""
         try:
+            if not settings and _query_has_trailing_limit_zero(sql):
+                # clickhouse-connect takes a text ending in ``LIMIT 0`` for a columns-only probe (and refuses the rows
+                # an EXPLAIN of it has): the same text with the same FORMAT Native after it as ``query`` sends, its
+                # rows read as TabSeparated lines (no settings, so nothing is SET on a shared chDB session)
+                raw = client.raw_query(sql, fmt="Native")
+                return [_TSV_ESCAPE.sub(_tsv_char, line) for line in raw.decode().split("\n")[:-1]]
             return [r[0] for r in client.query(sql, settings=settings).result_rows]
         except Exception as exc:
             raise query_error(exc) from None

@@ -15,6 +15,9 @@ What differs from the DuckDB store, and why:
   that Arrow answer, so both stores give the same Python values (Decimal, naive datetime, list).
 * Re-pricing and the clusters' allocation are not implemented on ClickHouse yet: those methods raise
   StoreUnavailableError.
+* With ``spool_dir`` (what ``taskcost serve`` opens), a batch is acknowledged once fsynced in a local spool and
+  inserted behind it (``_spool_writer``): ClickHouse unreachable for a while loses nothing acknowledged, and reads
+  wait for what was acknowledged before them. Without it, ``submit``'s future resolves once ClickHouse has the batch.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlparse
 
 import pyarrow as pa
 from sqlglot.tokens import Tokenizer, TokenType
 
+from taskcost.pricing import ClusterWindowCost
 from taskcost.store import _keys
 from taskcost.store._base import (
     AllocationDue,
@@ -43,7 +48,9 @@ from taskcost.store._base import (
 )
 from taskcost.store._results import fetch_bounded
 from taskcost.store._rows import PreparedBatch
+from taskcost.store.clickhouse._dialect import as_duckdb_types
 from taskcost.store.clickhouse._schema import MIGRATIONS, batch_schemas, bootstrap_sql
+from taskcost.store.clickhouse._spool_writer import SpoolWriter
 from taskcost.store.clickhouse._write import batch_tables, write_batch
 
 __all__ = ["DEFAULT_DATABASE", "KEY_CACHE_S", "ClickHouseStore", "duckdb_like"]
@@ -56,24 +63,13 @@ KEY_CACHE_S = 5.0
 
 _KEY_COLUMNS = ("id", "project", "kind", "secret_sha256", "prefix")  # what _keys.create_key inserts, in its order
 _NOT_YET = "is not available on the ClickHouse store yet"
+_READ_WAIT_S = 10.0  # at most, a read waits this long for the spool's acknowledged spans to be in ClickHouse
 
 
 def duckdb_like(tbl: pa.Table) -> pa.Table:
-    """``tbl`` (a ClickHouse answer) with the Arrow schema the DuckDB store gives for the same columns: timestamps
-    without a zone (the same instants, UTC), list items named as pyarrow's default, every field nullable."""
-    fields, columns, changed = [], [], False
-    for f, col in zip(tbl.schema, tbl.columns, strict=True):
-        t = f.type
-        if pa.types.is_timestamp(t) and t.tz is not None:
-            t = pa.timestamp(t.unit)
-        elif pa.types.is_list(t):
-            t = pa.list_(pa.field("item", t.value_type))
-        if t != f.type or not f.nullable:
-            changed = True
-            col = col.cast(t) if t != f.type else col
-        fields.append(pa.field(f.name, t))
-        columns.append(col)
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields)) if changed else tbl
+    """``tbl`` (a ClickHouse answer) with the Arrow schema the DuckDB store gives for the same columns
+    (``_dialect.as_duckdb_types``: the one place where the two differ in form)."""
+    return as_duckdb_types(tbl)
 
 
 _DUCK_NAMES = {
@@ -192,6 +188,8 @@ class ClickHouseStore:
         self._keys_ever = False
         self._keys_read_at = float("-inf")
         self._sandbox: Any = None  # a ClickHouseSandbox, made on the first user query
+        self._spool: SpoolWriter | None = None  # the local intake spool (``open``'s ``spool_dir``)
+        self._chdb = False  # the client is chDB's (in this process), not a server's
 
     @classmethod
     def open(
@@ -201,11 +199,20 @@ class ClickHouseStore:
         read_only: bool = False,
         database: str | None = None,
         max_queued_spans: int = 200_000,
+        spool_dir: Path | None = None,
+        spool_max_bytes: int = 1024**3,
+        max_batch_spans: int = 20_000,
+        insert_dsn: str | None = None,
     ) -> ClickHouseStore:
         """``dsn``: ``chdb:///abs/dir`` (in-process chDB keeping its data there; database ``taskcost`` unless
         ``?database=`` says otherwise) or ``clickhouse://user:password@host:8123/db``. Applies the pending
         migrations (``_schema.MIGRATIONS``, each idempotent and recorded); a ``read_only`` open changes nothing and
-        refuses a database that needs one. ``max_queued_spans``: spans ``submit`` accepts before StoreBusyError."""
+        refuses a database that needs one. ``max_queued_spans``: spans ``submit`` accepts before StoreBusyError.
+
+        ``spool_dir``: acknowledge intake once fsynced there, insert behind it (``_spool_writer``; at most
+        ``spool_max_bytes`` not in ClickHouse, then StoreBusyError; inserts of up to ``max_batch_spans`` spans), and
+        insert now what an earlier run acknowledged there. ``insert_dsn``: the spool inserts through a client of this
+        dsn instead of ``dsn``'s (tests: a ClickHouse that cannot be reached)."""
         try:
             client, db = _connect(dsn, database)
         except StoreUnavailableError:
@@ -233,7 +240,41 @@ class ClickHouseStore:
         except Exception:
             client.close()
             raise
-        return cls(client, db, read_only, max_queued_spans)
+        # clickhouse-connect imports pandas on a first insert, in the writer's thread, while plotly (the dashboards'
+        # callbacks) looks pandas up in sys.modules without the import lock and may meet it half made (a failed
+        # callback, seen on the served store): imported here, once, before any of those threads
+        with contextlib.suppress(ImportError):
+            import pandas  # noqa: F401
+        store = cls(client, db, read_only, max_queued_spans)
+        store._chdb = dsn.startswith("chdb:")
+        if spool_dir is not None and not read_only:
+            target = insert_dsn or dsn  # the spool inserts with a client (a session) of its own, made again on failure
+            store._spool = SpoolWriter(
+                spool_dir,
+                lambda: _connect(target, db)[0],
+                write_batch,
+                lambda batch: batch_tables(batch, store._schemas),
+                max_bytes=spool_max_bytes,
+                max_spans=max_queued_spans,
+                max_batch_spans=max_batch_spans,
+                on_commit=store._count,
+            )
+            try:
+                store._spool.start()
+            except Exception:
+                store.close()
+                raise
+        return store
+
+    @property
+    def spool_directory(self) -> Path | None:
+        """Where intake is spooled before ClickHouse has it (None: no spool)."""
+        return None if self._spool is None else self._spool.directory
+
+    def _caught_up(self, timeout_s: float) -> None:
+        """A read waits (at most ``timeout_s``) for what the spool acknowledged before it to be in ClickHouse."""
+        if self._spool is not None and not self._spool.caught_up(timeout_s):
+            log.warning("a read did not wait longer for the spool's %d spans to reach ClickHouse", self.queued_spans)
 
     # -- intake ---------------------------------------------------------------------------------------------
     @property
@@ -259,6 +300,8 @@ class ClickHouseStore:
         holds ``max_queued_spans``, wait up to ``wait_s`` for room, then raise StoreBusyError (back-pressure)."""
         if self._read_only or self._closed or self._executor is None:
             raise StoreUnavailableError("store is closed or read-only")
+        if self._spool is not None:
+            return self._spool.submit(batch, wait_s)
         n = batch.span_count
         with self._queue_lock:
             room = self._queue_lock.wait_for(lambda: self._queued == 0 or self._queued + n <= self._max_queued, wait_s)
@@ -286,12 +329,16 @@ class ClickHouseStore:
         finally:
             self._dequeue(batch.span_count)
         info = CommitInfo(spans=done.spans, deduplicated=done.deduplicated, seconds=time.perf_counter() - started)
+        self._count(info)
+        return info
+
+    def _count(self, info: CommitInfo) -> None:
+        """An insert's figures: counted, and given to ``on_commit``."""
         self._committed += info.spans
         self._deduplicated += info.deduplicated
         if self._on_commit is not None and (info.spans or info.deduplicated):
             with contextlib.suppress(Exception):
                 self._on_commit(info)
-        return info
 
     def fold_rollups(self, timeout: float | None = 60.0) -> None:
         """Not available on ClickHouse yet (StoreUnavailableError). Its tasks and hours are computed at read time,
@@ -301,8 +348,8 @@ class ClickHouseStore:
     # -- operations -----------------------------------------------------------------------------------------
     @property
     def queued_spans(self) -> int:
-        """Spans accepted by ``submit`` and not written yet."""
-        return self._queued
+        """Spans accepted by ``submit`` and not written yet (with the spool: not in ClickHouse yet)."""
+        return self._queued if self._spool is None else self._spool.queued_spans
 
     @property
     def queue_limit(self) -> int:
@@ -310,7 +357,8 @@ class ClickHouseStore:
 
     @property
     def writer_alive(self) -> bool:
-        return self._executor is not None and not self._closed
+        alive = self._executor is not None and not self._closed
+        return alive and (self._spool is None or self._spool.alive)
 
     @property
     def committed_spans(self) -> int:
@@ -332,10 +380,12 @@ class ClickHouseStore:
         return {"memory_limit": got.get("max_memory_usage", ""), "threads": got.get("max_threads", "")}
 
     def close(self) -> None:
-        """Write what is queued, then close the client."""
+        """Write what is queued (with the spool: for a few seconds; the rest stays spooled), then close the client."""
         if self._closed:
             return
         self._closed = True
+        if self._spool is not None:
+            self._spool.close()
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         with contextlib.suppress(Exception):
@@ -349,6 +399,7 @@ class ClickHouseStore:
 
     def admin_arrow(self, sql: str) -> pa.Table:
         """ClickHouse SQL over every table, unsandboxed, answered as ``arrow`` answers (tests, maintenance)."""
+        self._caught_up(_READ_WAIT_S)
         return duckdb_like(self._client.query_arrow(sql))
 
     def admin_query(self, sql: str, params: list[Any] | None = None) -> QueryResult:
@@ -365,6 +416,7 @@ class ClickHouseStore:
                 raise QueryError(f"the query has {len(holes)} placeholder(s) and {len(values)} parameter(s)")
             for hole, value in reversed(list(zip(holes, values, strict=True))):
                 sql = sql[: hole.start] + str(format_query_value(value)) + sql[hole.end + 1 :]
+        self._caught_up(_READ_WAIT_S)
         result = self._client.query(sql)
         rows = [tuple(_naive(v) for v in r) for r in result.result_rows]
         return QueryResult(list(result.column_names), [t.name for t in result.column_types], rows)
@@ -379,16 +431,25 @@ class ClickHouseStore:
 
     def _run(self, sql: str, params: list[Any] | None, timeout_s: float, rows: int, project: str | None) -> pa.Table:
         """A user query (DuckDB's dialect), converted, checked by the sandbox, run with its settings."""
+        from clickhouse_connect.driver.binding import format_query_value
         from clickhouse_connect.driver.exceptions import ClickHouseError
 
         from taskcost.store.clickhouse._dialect import to_clickhouse
 
         if self._closed:
             raise StoreUnavailableError("store is closed")
+        self._caught_up(min(timeout_s, _READ_WAIT_S))
         sandbox = self._user_sandbox()
         runnable = sandbox.prepare(self._client, to_clickhouse(sql, params), project)
+        settings: dict[str, Any] | None = sandbox.settings(timeout_s, rows)
+        if self._chdb and settings:
+            # chDB applies an Arrow query's settings by SET on the session and restores them after, which readonly=1
+            # forbids: the session would stay read-only (every later setting refused). A SETTINGS clause holds them
+            # for this query only (the runnable is ClickHouse's own formatting of a SELECT: no trailing comment).
+            clause = ", ".join(f"{k} = {format_query_value(v)}" for k, v in settings.items())
+            runnable, settings = f"{runnable}\nSETTINGS {clause}", None
         try:
-            tbl = self._client.query_arrow(runnable, settings=sandbox.settings(timeout_s, rows))
+            tbl = self._client.query_arrow(runnable, settings=settings)
         except ClickHouseError as exc:
             raise QueryError(str(exc).split("\n", 1)[0][:1000]) from None
         return duckdb_like(tbl)
@@ -520,6 +581,25 @@ class ClickHouseStore:
         """Not available on the ClickHouse store yet: raises StoreUnavailableError."""
         raise StoreUnavailableError(f"cluster_allocation_due {_NOT_YET}")
 
-    def cluster_costs(self, **options: Any) -> list[Any]:
-        """Not available on the ClickHouse store yet: raises StoreUnavailableError."""
-        raise StoreUnavailableError(f"cluster_costs {_NOT_YET}")
+    def cluster_costs(self, **options: Any) -> list[ClusterWindowCost]:
+        """The allocated GPU-hour windows, oldest first, as the DuckDB store reads them (``cluster_cost_rows``). The
+        allocation itself does not run on ClickHouse yet (``allocate_clusters``): none is stored until it does, and
+        the questions count the self-hosted calls as awaiting allocation."""
+        since_ns, until_ns, cluster_id = (options.get(k) for k in ("since_ns", "until_ns", "cluster_id"))
+        where, params = ["1"], {}
+        if since_ns is not None:
+            where.append("window_start_ns >= {since:Int64}")
+            params["since"] = since_ns
+        if until_ns is not None:
+            where.append("window_start_ns < {until:Int64}")
+            params["until"] = until_ns
+        if cluster_id is not None:
+            where.append("cluster_id = {cluster:String}")
+            params["cluster"] = cluster_id
+        rows = self._client.query(
+            "SELECT cluster_id, window_start_ns, window_end_ns, gpu_type, gpu_count, usd_per_gpu_hour, rate_source, "
+            "bill_usd, attributed_usd, idle_usd, busy_s, calls, clusters_version FROM cluster_cost_rows FINAL "
+            f"WHERE {' AND '.join(where)} ORDER BY window_start_ns, cluster_id",
+            parameters=params,
+        ).result_rows
+        return [ClusterWindowCost(*r) for r in rows]
