@@ -40,7 +40,8 @@ def _settings(run: Any) -> str:
     limit = f", memory_limit {run.memory_limit}" if run.memory_limit else ""
     grpc = ", OTLP/gRPC (protobuf only)" if run.grpc else ""
     threads = f", duckdb_threads {run.duckdb_threads}" if run.duckdb_threads else ""
-    return f"decode_workers {workers}, spool {'on' if run.spool else 'off'}{limit}{grpc}{threads}"
+    store = ", store ClickHouse (chDB in the collector)" if run.clickhouse else ""
+    return f"decode_workers {workers}, spool {'on' if run.spool else 'off'}{limit}{grpc}{threads}{store}"
 
 
 def _layout_lines(layouts: list[Any]) -> list[str]:
@@ -101,7 +102,7 @@ def _memory_lines(long: Any, memory_limit: str) -> list[str]:
 
 def _clickhouse_lines(quick: bool) -> list[str]:
     from bench.analytics import PARAMS
-    from bench.clickhouse import run_clickhouse_analytics
+    from bench.clickhouse import failures, run_clickhouse_analytics
 
     print("clickhouse ...", flush=True)
     sizes = (20_000, 100_000) if quick else (100_000, 1_000_000)
@@ -124,6 +125,7 @@ def _clickhouse_lines(quick: bool) -> list[str]:
             d, c = res[(name, n, "DuckDB")], res[(name, n, "ClickHouse")]
             cells.append(f"{d:.3f} | {c:.3f} | {c / d:.1f}x")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", *(f"- {q} at {n:,} on {store}: failed: {why}" for (q, n, store), why in failures.items())]
     return [*lines, ""]
 
 
@@ -231,6 +233,7 @@ def main() -> None:
             run_ingest(size, senders=args.senders, memory_limit="512MB"),  # the default before 128MB per core
             run_ingest(size, senders=args.senders, grpc=True),
             run_ingest(size, senders=args.senders, duckdb_threads=1),  # the default before queries got 2 on 2 cores
+            run_ingest(size, senders=args.senders, clickhouse=True),  # the same traffic into the ClickHouse store
         ]
         # sustained: 5x longer, so that DuckDB's cache, its indexes and the queue reach what a running collector holds
         long = run_ingest(size * 5, senders=args.senders)

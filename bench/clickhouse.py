@@ -20,7 +20,10 @@ import pyarrow as pa
 from bench.analytics import PARAMS
 from bench.query import load_history
 
-__all__ = ["copy_rows", "run_clickhouse_analytics"]
+__all__ = ["copy_rows", "failures", "run_clickhouse_analytics"]
+
+failures: dict[tuple[str, int, str], str] = {}
+"""The last run's questions that failed, by (question, size, store): why (NaN in its timings)."""
 
 _ROW_TABLES = {"llm_call_rows": "llm_call_rows", "tool_call_rows": "tool_call_rows", "task_rows": "task_rows"}
 
@@ -54,10 +57,11 @@ def run_clickhouse_analytics(
 ) -> dict[tuple[str, int, str], float]:
     """Median seconds per (question, size, store); and (``"load"``, size, "ClickHouse") the copy's seconds."""
     from taskcost.analytics import QUESTIONS, Filters
-    from taskcost.store import DuckDBStore
+    from taskcost.store import DuckDBStore, QueryError
     from taskcost.store.clickhouse._store import ClickHouseStore
 
     out: dict[tuple[str, int, str], float] = {}
+    failures.clear()
     fields = set(Filters.model_fields)
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
@@ -74,9 +78,13 @@ def run_clickhouse_analytics(
                         filters = Filters.model_validate({k: v for k, v in params.items() if k in fields})
                         options = q.options.model_validate({k: v for k, v in params.items() if k not in fields})
                         for label, store in (("DuckDB", duck), ("ClickHouse", ch)):
-                            out[(name, size, label)] = _median(
-                                lambda q=q, s=store, f=filters, o=options: q.run(s, f, o), repeats
-                            )
+                            try:
+                                out[(name, size, label)] = _median(
+                                    lambda q=q, s=store, f=filters, o=options: q.run(s, f, o), repeats
+                                )
+                            except QueryError as exc:  # a question the store cannot answer at this size: said so
+                                out[(name, size, label)] = float("nan")
+                                failures[(name, size, label)] = str(exc).split(". (")[0][:160]
                         print(
                             f"  {name} at {size:,}: DuckDB {out[(name, size, 'DuckDB')]:.3f} s, "
                             f"ClickHouse {out[(name, size, 'ClickHouse')]:.3f} s",

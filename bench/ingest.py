@@ -50,6 +50,7 @@ class IngestResult:
     process_names: tuple[str, ...] = ()  # server, decode worker, resource tracker (same order)
     read_wait_s: tuple[float, ...] = ()  # under load, a count(*) query's latency: it waits for what was acknowledged
     grpc: bool = False  # sent over OTLP/gRPC (protobuf only) instead of OTLP/HTTP
+    clickhouse: bool = False  # the collector served the ClickHouse store (chDB in its process), not the DuckDB file
     duckdb_threads: int | None = None
 
     @property
@@ -248,9 +249,11 @@ def run_ingest(
     memory_limit: str | None = None,
     grpc: bool = False,
     duckdb_threads: int | None = None,
+    clickhouse: bool = False,
 ) -> IngestResult:
     """One ingest run. ``decode_workers``, ``spool``, ``memory_limit``: the collector's settings (None: default).
-    ``grpc``: the senders export protobuf over OTLP/gRPC (``json_share`` is then 0)."""
+    ``grpc``: the senders export protobuf over OTLP/gRPC (``json_share`` is then 0). ``clickhouse``: the collector
+    serves the ClickHouse store on chDB in its own process (``--store chdb://...``) instead of the DuckDB file."""
     bodies = _bodies(total, 0.0 if grpc else json_share)
     n = sum(b[2] for b in bodies)
     ceil = ceiling(bodies[: max(1, len(bodies) // 3)], repeats=5)
@@ -268,6 +271,7 @@ def run_ingest(
                 str(port),
                 "--grpc-port",
                 str(grpc_port),  # the dashboards stay mounted, as `taskcost serve` runs by default
+                *(["--store", f"chdb://{Path(tmp) / 'ch'}"] if clickhouse else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -346,4 +350,5 @@ def run_ingest(
         process_names=tuple(roles),
         read_wait_s=tuple(waits),
         grpc=grpc,
+        clickhouse=clickhouse,
     )

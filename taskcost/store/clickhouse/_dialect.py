@@ -229,6 +229,12 @@ def _json_text(doc: exp.Expr, keys: list[exp.Expr]) -> exp.Expr:
 _TIMESTAMPS = (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ)
 
 
+def _sub(node: exp.Expr) -> exp.Expr:
+    """A part of a node ``_fix`` replaces, rewritten itself first: SQLGlot's ``transform`` does not visit what a
+    replacement carries."""
+    return node.transform(_fix)
+
+
 def _fix(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.DataType) and node.this in _TIMESTAMPS:
         # DuckDB's TIMESTAMP has microseconds; SQLGlot's ClickHouse DateTime has seconds
@@ -261,26 +267,27 @@ def _fix(node: exp.Expr) -> exp.Expr:
     ):
         keys = _json_keys(node.this.expression)
         if keys is not None:  # CAST(json_extract(d, path) AS JSON[]): the array's elements as JSON texts
-            text = exp.Anonymous(this="ifNull", expressions=[node.this.this, exp.Literal.string("")])
+            text = exp.Anonymous(this="ifNull", expressions=[_sub(node.this.this), exp.Literal.string("")])
             return exp.Anonymous(this="JSONExtractArrayRaw", expressions=[text, *keys])
     if isinstance(node, exp.Anonymous) and node.name.lower() == "hash":
         # DuckDB's 64-bit hash of its arguments: ClickHouse's sipHash64 of the same (other values: a hash orders or
         # samples rows within one engine's answer, never across engines)
-        return exp.Anonymous(this="sipHash64", expressions=node.expressions)
+        return exp.Anonymous(this="sipHash64", expressions=[_sub(e) for e in node.expressions])
     if isinstance(node, exp.Filter):
         parts = _quantile_parts(node.this)
         if parts is not None:
-            return _exact_quantile(*parts, where=node.expression.this)
+            level, value = parts
+            return _exact_quantile(_sub(level), _sub(value), where=_sub(node.expression.this))
     if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
         order = node.this
         [key] = order.expressions
         if key.this != order.this:
             raise QueryError("list(x ORDER BY y) is supported on ClickHouse only ordered by x itself")
-        agg = exp.Anonymous(this="groupArray", expressions=[order.this])
+        agg = exp.Anonymous(this="groupArray", expressions=[_sub(order.this)])
         return exp.Anonymous(this="arrayReverseSort" if key.args.get("desc") else "arraySort", expressions=[agg])
     if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and isinstance(node.expressions[0], exp.Slice):
         # list[a:b] (1-based, both ends in) -> arraySlice(list, a, b - a + 1)
-        lo, hi = node.expressions[0].this, node.expressions[0].expression
+        lo, hi = _sub(node.expressions[0].this), _sub(node.expressions[0].expression)
         length = exp.Add(this=exp.Sub(this=hi.copy(), expression=lo.copy()), expression=exp.Literal.number(1))
         return exp.Anonymous(this="arraySlice", expressions=[node.this.transform(_fix), lo, length])
     if (
@@ -336,10 +343,12 @@ def _fix(node: exp.Expr) -> exp.Expr:
         return exp.Anonymous(this="intDiv", expressions=[node.this.transform(_fix), node.expression.transform(_fix)])
     if isinstance(node, exp.Div) and not node.args.get("typed"):
         # DuckDB divides in DOUBLE (DECIMAL / DECIMAL too); ClickHouse keeps a DECIMAL at the dividend's scale
-        return exp.Div(this=exp.Anonymous(this="toFloat64", expressions=[node.this]), expression=node.expression)
+        dividend = exp.Anonymous(this="toFloat64", expressions=[_sub(node.this)])
+        return exp.Div(this=dividend, expression=_sub(node.expression))
     parts = _quantile_parts(node)
     if parts is not None and not isinstance(node.parent, exp.Filter):
-        return _exact_quantile(*parts, where=None)
+        level, value = parts
+        return _exact_quantile(_sub(level), _sub(value), where=None)
     if isinstance(node, exp.Select):
         # a predicate is UInt8 in ClickHouse and BOOLEAN in DuckDB: a projection that is one is cast to Bool
         node.set("expressions", [_as_bool(e) for e in node.expressions])
