@@ -9,7 +9,6 @@ library door (``question.run(store, ...)``) of both stores in the same run: one 
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench.analytics import PARAMS
+from bench.analytics import PARAMS, _median
 from bench.query import load_history
 
 __all__ = ["copy_rows", "failures", "run_clickhouse_analytics"]
@@ -40,16 +39,6 @@ def copy_rows(duck: Any, ch: Any, chunk: int = 500_000) -> int:
             ch._client.insert_arrow(table, part)
             copied += part.num_rows
     return copied
-
-
-def _median(fn: Any, repeats: int) -> float:
-    fn()  # warm
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def run_clickhouse_analytics(

@@ -43,6 +43,14 @@ from clickhouse_connect.driver.binding import _query_has_trailing_limit_zero
 
 from taskcost.store._base import QueryError
 from taskcost.store.clickhouse._dialect import DUCKDB_SEMANTICS
+from taskcost.store.clickhouse._dumps import TSV_ESCAPE as _TSV_ESCAPE
+from taskcost.store.clickhouse._dumps import Node as _Node
+from taskcost.store.clickhouse._dumps import field as _field
+from taskcost.store.clickhouse._dumps import filter_lines as _filter_lines
+from taskcost.store.clickhouse._dumps import indented as _indented
+from taskcost.store.clickhouse._dumps import tree as _tree
+from taskcost.store.clickhouse._dumps import tsv_char as _tsv_char
+from taskcost.store.clickhouse._dumps import walk as _walk
 
 __all__ = [
     "DEFAULT_MAX_MEMORY_BYTES",
@@ -83,13 +91,6 @@ DENIED_FUNCTIONS: dict[str, str] = {
     "sleep": "it only holds a query slot",
     "sleepeachrow": "it only holds a query slot",
 }
-_TSV_ESCAPE = re.compile(r"\\(.)", re.S)
-_TSV_CHARS = {"t": "\t", "n": "\n", "r": "\r", "0": "\0", "b": "\b", "f": "\f", "\\": "\\", "'": "'"}
-
-
-def _tsv_char(m: re.Match[str]) -> str:
-    """A TabSeparated escape as its character."""
-    return _TSV_CHARS.get(m.group(1), m.group(1))
 
 
 # Internal functions the analyzer itself puts in a query tree for ordinary SQL (GROUPING() of grouping sets, a scalar
@@ -159,8 +160,6 @@ _WHY_KIND = {
     "ExplainQuery": "EXPLAIN is not available here",
     "Set": "a SETTINGS clause is not allowed here (the server sets each query's settings)",
 }
-_CHILDREN = re.compile(r" \(children (\d+)\)$")
-_ID = re.compile(r"\b(id|source_id): (\d+)|, alias: __table\d+")
 
 
 def _literal(text: str) -> str:
@@ -204,67 +203,6 @@ def query_error(exc: BaseException, timeout_s: float | None = None) -> QueryErro
         if f"({code})" in text:
             return QueryError(f"{why}: {first}")
     return QueryError(first)
-
-
-class _Node:
-    __slots__ = ("children", "kind", "line", "parent", "text")
-
-    def __init__(self, kind: str, text: str, line: str, parent: _Node | None) -> None:
-        self.kind, self.text, self.line, self.parent = kind, text, line, parent
-        self.children: list[_Node] = []
-
-
-def _tree(lines: list[str]) -> _Node:
-    """``EXPLAIN AST``'s tree from its lines, rebuilt from the ``(children N)`` counts and checked against the
-    indentation (one space a level). Any inconsistency (a name with a line break in it) is refused."""
-    broken = QueryError("this query form is not supported here (a name with a line break in it?)")
-    pos = 0
-
-    def node(depth: int, parent: _Node | None) -> _Node:
-        nonlocal pos
-        if pos >= len(lines):
-            raise broken
-        line = lines[pos]
-        pos += 1
-        body = line[depth:]
-        if line[:depth].strip() or not body or body[0] == " ":
-            raise broken
-        match = _CHILDREN.search(body)
-        count = int(match.group(1)) if match else 0
-        if match:
-            body = body[: match.start()]
-        kind, _, text = body.partition(" ")
-        out = _Node(kind, text, line, parent)
-        out.children = [node(depth + 1, out) for _ in range(count)]
-        return out
-
-    root = node(0, None)
-    if pos != len(lines):
-        raise broken
-    return root
-
-
-def _indented(lines: list[str]) -> _Node:
-    """``EXPLAIN QUERY TREE``'s tree: two spaces a level, a node's parent the last line one level up. Column names
-    are printed raw there, so lines can be forged; the checks below rest only on lines that cannot be (see the
-    module's docstring): every line is visited, and a filtered read is recognised from lines without user text."""
-    root = _Node("", "", "", None)
-    chain = [root]
-    for line in lines:
-        if not line:
-            continue  # the dump puts an empty line after an empty list (a grouping set ``()``): no node
-        body = line.lstrip(" ")
-        depth, extra = divmod(len(line) - len(body), 2)
-        if extra or depth + 1 > len(chain) or not body:
-            raise QueryError("this query form is not supported here (a name with a line break in it?)")
-        kind, _, text = body.partition(" ")
-        node = _Node(kind, text, line, chain[depth])
-        chain[depth].children.append(node)
-        del chain[depth + 1 :]
-        chain.append(node)
-    if len(root.children) != 1:
-        raise QueryError("this query form is not supported here (a name with a line break in it?)")
-    return root.children[0]
 
 
 class ClickHouseSandbox:
@@ -552,50 +490,3 @@ class ClickHouseSandbox:
                 read = joins[0].children[0] if joins and len(joins[0].children) == 1 else None
                 if read is None or id(read) not in filtered:
                     raise QueryError(f"a CTE may not be named like the public view {cte}")
-
-
-def _walk(root: _Node) -> list[_Node]:
-    out, stack = [], [root]
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        stack.extend(reversed(node.children))
-    return out
-
-
-def _field(line: str, name: str) -> str | None:
-    """A ``name: value`` field of a query-tree line. A ``TABLE`` line has no user text (its alias is the analyzer's
-    ``__tableN`` or none: any other form gives None, so the table is refused); a ``TABLE_FUNCTION`` line has the
-    user's alias before its name, so the name is the line's last field (a forged one can only come before it)."""
-    stripped = line.strip()
-    table = re.fullmatch(r"TABLE id: \d+(?:, alias: __table\d+)?, table_name: (\S+)", stripped)
-    if table and name == "table_name":
-        return table.group(1)
-    function = re.fullmatch(r"TABLE_FUNCTION id: \d+(?:, alias: .*)?, table_function_name: (\S+)", stripped)
-    if function and name == "table_function_name":
-        return function.group(1)
-    if name == "cte_name":
-        # a CTE (a QUERY or a UNION) read in FROM (is_cte: 1) or after IN
-        found = re.match(r"(?:QUERY|UNION) id: .*?, cte_name: ([^,]+)(?:,|$)", stripped)
-        return found.group(1) if found else None
-    return None
-
-
-def _filter_lines(join_tree: _Node) -> list[str]:
-    """A ``JOIN TREE`` of one table and the ``WHERE`` right after it (its next sibling), ids renumbered; [] if the
-    JOIN TREE is not one table followed by a WHERE."""
-    parent = join_tree.parent
-    if parent is None or len(join_tree.children) != 1 or join_tree.children[0].children:
-        return []
-    at = parent.children.index(join_tree)
-    if at + 1 >= len(parent.children) or parent.children[at + 1].line.strip() != "WHERE":
-        return []
-    lines = [n.line.strip() for n in (*_walk(join_tree), *_walk(parent.children[at + 1]))]
-    numbers: dict[str, str] = {}
-
-    def renumber(m: re.Match[str]) -> str:
-        if m.group(0).startswith(", alias"):
-            return ""  # a folded scalar subquery's tables have none
-        return f"{m.group(1)}: #{numbers.setdefault(m.group(2), str(len(numbers)))}"
-
-    return [_ID.sub(renumber, line) for line in lines]

@@ -49,6 +49,9 @@ from taskcost.store._base import (
 from taskcost.store._results import fetch_bounded
 from taskcost.store._rows import PreparedBatch
 from taskcost.store.clickhouse._dialect import as_duckdb_types
+from taskcost.store.clickhouse._rows_out import Rows as _Rows
+from taskcost.store.clickhouse._rows_out import duck_type as _duck_type
+from taskcost.store.clickhouse._rows_out import naive as _naive
 from taskcost.store.clickhouse._schema import MIGRATIONS, batch_schemas, bootstrap_sql
 from taskcost.store.clickhouse._spool_writer import SpoolWriter
 from taskcost.store.clickhouse._write import batch_tables, write_batch
@@ -70,56 +73,6 @@ def duckdb_like(tbl: pa.Table) -> pa.Table:
     """``tbl`` (a ClickHouse answer) with the Arrow schema the DuckDB store gives for the same columns
     (``_dialect.as_duckdb_types``: the one place where the two differ in form)."""
     return as_duckdb_types(tbl)
-
-
-_DUCK_NAMES = {
-    pa.string(): "VARCHAR",
-    pa.large_string(): "VARCHAR",
-    pa.int64(): "BIGINT",
-    pa.int32(): "INTEGER",
-    pa.int16(): "SMALLINT",
-    pa.int8(): "TINYINT",
-    pa.uint64(): "UBIGINT",
-    pa.uint32(): "UINTEGER",
-    pa.uint16(): "USMALLINT",
-    pa.uint8(): "UTINYINT",
-    pa.float64(): "DOUBLE",
-    pa.float32(): "FLOAT",
-    pa.bool_(): "BOOLEAN",
-    pa.timestamp("us"): "TIMESTAMP",
-    pa.date32(): "DATE",
-}
-
-
-def _duck_type(t: pa.DataType) -> str:
-    """The DuckDB name of an Arrow type (``QueryResult.types`` as the DuckDB store gives it)."""
-    if pa.types.is_decimal(t):
-        return f"DECIMAL({t.precision},{t.scale})"
-    if pa.types.is_list(t):
-        return f"{_duck_type(t.value_type)}[]"
-    return _DUCK_NAMES.get(t, str(t).upper())
-
-
-class _Rows:
-    """An Arrow table's rows through ``fetchmany`` (what ``fetch_bounded`` reads)."""
-
-    def __init__(self, tbl: pa.Table) -> None:
-        self._batches = iter(tbl.to_batches(max_chunksize=256))
-        self._pending: list[tuple[Any, ...]] = []
-
-    def fetchmany(self, n: int) -> list[tuple[Any, ...]]:
-        while len(self._pending) < n:
-            batch = next(self._batches, None)
-            if batch is None:
-                break
-            cols = [c.to_pylist() for c in batch.columns]
-            self._pending.extend(zip(*cols, strict=True))
-        out, self._pending = self._pending[:n], self._pending[n:]
-        return out
-
-
-def _naive(v: Any) -> Any:
-    return v.astimezone(UTC).replace(tzinfo=None) if isinstance(v, datetime) and v.tzinfo else v
 
 
 class _Capture:
