@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from taskcost.normalize import normalize_request
-from taskcost.store import DuckDBStore, PreparedBatch, StoreUnavailableError, prepare_batch
+from taskcost.store import DuckDBStore, PreparedBatch, QueryError, StoreUnavailableError, prepare_batch
 from taskcost.store.clickhouse._schema import MIGRATIONS, PUBLIC_VIEWS
 from taskcost.store.clickhouse._store import ClickHouseStore
 from tests.builders.analytics import Fleet, pricer
@@ -301,3 +301,15 @@ def test_what_is_not_there_yet_says_so(ch: ClickHouseStore) -> None:
     assert ch.writer_alive and ch.queued_spans == 0 and ch.queue_limit == 200_000
     assert set(ch.engine_settings) == {"memory_limit", "threads"}
     assert isinstance(ch.arrow_schemas["spans"], pa.Schema)
+
+
+def test_a_query_past_its_bounds_is_refused_and_the_next_one_answers(ch: ClickHouseStore) -> None:
+    """A user query over the memory bound and one over the time limit each get a QueryError saying which bound, and
+    the store answers the next query (chDB's session is drained after a failed query)."""
+    ch.write(_sample())
+    with pytest.raises(QueryError, match="more memory than a query may use"):
+        ch.query("SELECT list(i) FROM range(100000000) AS t(i)", project="default")
+    with pytest.raises(QueryError, match="time limit"):
+        ch.query("SELECT count(*) FROM llm_calls, llm_calls, llm_calls, range(100000000) AS r(i)", timeout_s=1)
+    assert ch.query("SELECT i FROM range(3) AS t(i) ORDER BY i").rows == [(0,), (1,), (2,)]  # DuckDB's range: end out
+    assert ch.query("SELECT count(*) FROM spans", project="default").rows == [(4,)]

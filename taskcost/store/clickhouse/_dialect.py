@@ -65,6 +65,9 @@ def _rewrite(tree: exp.Expr) -> exp.Expr:
     """What SQLGlot leaves in DuckDB's terms, in ClickHouse's: one rule per difference."""
     for select in list(tree.find_all(exp.Select)):
         _unnest_joins(select)
+    for table in list(tree.find_all(exp.Table)):
+        if isinstance(table.this, exp.GenerateSeries):
+            table.replace(_series(table))
     for union in list(tree.find_all(exp.Union)):
         if union.args.get("by_name"):
             _union_by_position(union)
@@ -145,6 +148,32 @@ def _unnest_joins(select: exp.Select) -> None:
                     col.replace(exp.Dot(this=exp.column(col.table), expression=exp.to_identifier(col.name)))
         else:
             join.set("this", _array_join_subquery(unnest))
+
+
+def _series(table: exp.Table) -> exp.Expr:
+    """DuckDB's ``range(a, b[, s])`` (b excluded) or ``generate_series(a, b[, s])`` (b included) in FROM ->
+    ``(SELECT generate_series AS <column> FROM generate_series(a, b[, s])) AS <alias>``: ClickHouse's includes its
+    end and takes no column names after the alias."""
+    series: exp.GenerateSeries = table.this
+    start, end, step = (series.args.get(k) for k in ("start", "end", "step"))
+    if end is None:
+        raise QueryError("range() / generate_series() in FROM needs an end")
+    start = _sub(start) if start is not None else exp.Literal.number(0)
+    end = _sub(end)
+    if series.args.get("is_end_exclusive"):
+        backwards = isinstance(step, exp.Neg) or (isinstance(step, exp.Literal) and step.this.startswith("-"))
+        end = (exp.Add if backwards else exp.Sub)(this=end, expression=exp.Literal.number(1))
+    args = [start, end, *([_sub(step)] if step is not None else [])]
+    alias = table.args.get("alias")
+    column = (
+        alias.columns[0].name
+        if alias is not None and alias.columns
+        else ("range" if series.args.get("is_end_exclusive") else "generate_series")
+    )
+    inner = exp.select(exp.alias_(exp.column("generate_series"), column)).from_(
+        exp.Anonymous(this="generate_series", expressions=args)
+    )
+    return exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias.name if alias else "series")))
 
 
 def _array_join_subquery(unnest: exp.Unnest) -> exp.Expr:

@@ -52,6 +52,7 @@ from taskcost.store.clickhouse._dialect import as_duckdb_types
 from taskcost.store.clickhouse._rows_out import Rows as _Rows
 from taskcost.store.clickhouse._rows_out import duck_type as _duck_type
 from taskcost.store.clickhouse._rows_out import naive as _naive
+from taskcost.store.clickhouse._sandbox import query_error
 from taskcost.store.clickhouse._schema import MIGRATIONS, batch_schemas, bootstrap_sql
 from taskcost.store.clickhouse._spool_writer import SpoolWriter
 from taskcost.store.clickhouse._write import batch_tables, write_batch
@@ -404,7 +405,13 @@ class ClickHouseStore:
         try:
             tbl = self._client.query_arrow(runnable, settings=settings)
         except ClickHouseError as exc:
-            raise QueryError(str(exc).split("\n", 1)[0][:1000]) from None
+            if self._chdb:
+                # after a failed Arrow query chDB's session answered the next query with bytes left from the failed
+                # one (a canonical text that did not decode, then a parse refusal): one query through the same
+                # session drains them
+                with contextlib.suppress(Exception):
+                    self._client.query("SELECT 1")
+            raise query_error(exc, timeout_s) from None
         return duckdb_like(tbl)
 
     def query(
