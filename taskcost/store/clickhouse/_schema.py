@@ -275,6 +275,14 @@ SELECT * FROM llm_call_rows
 ORDER BY received_ns, span_id
 LIMIT 1 BY project, trace_id, isNull(response_id), ifNull(response_id, span_id)"""
 
+# The same rows, sorted first by the table's key (project, trace_id, ...): ClickHouse sorts within each trace as it
+# reads in key order instead of sorting the whole table at once (1M calls, chDB, 2 cores: 0.13 s and under 100 MB,
+# against 0.30 s and 400 MB; the same rows kept).
+_COUNTED_IN_KEY_ORDER = """CREATE OR REPLACE VIEW llm_call_counted AS
+SELECT * FROM llm_call_rows
+ORDER BY project, trace_id, isNull(response_id), ifNull(response_id, span_id), received_ns, span_id
+LIMIT 1 BY project, trace_id, isNull(response_id), ifNull(response_id, span_id)"""
+
 _CALL_TAIL = (
     "server_address, service_name, conversation_id, agent_name, agent_version, harness_version, engine, "
     "engine_version, quantization, gpu_type, gpu_count, cluster_id, deployment, container_image_name, "
@@ -413,4 +421,5 @@ MIGRATIONS: tuple[Migration, ...] = (
         "0002_views",
         (_SPANS_VIEW, _TOOL_CALLS_VIEW, _COUNTED_VIEW, _LLM_CALLS_VIEW, _LLM_CALL_HOURS_VIEW, _TASKS_VIEW),
     ),
+    Migration("0003_counted_calls_in_key_order", (_COUNTED_IN_KEY_ORDER,)),
 )
