@@ -121,11 +121,13 @@ def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-def start_server(db: Path, port: int, log: Path, env: dict[str, str] | None = None) -> Server:
-    """The real `taskcost serve` on a loopback port; returns once /healthz answers."""
+def start_server(
+    db: Path, port: int, log: Path, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+) -> Server:
+    """The real `taskcost serve` on a loopback port (``args``: more options); returns once /healthz answers."""
     with log.open("ab") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "taskcost", "serve", "--db", str(db), "--port", str(port)],
+            [sys.executable, "-m", "taskcost", "serve", "--db", str(db), "--port", str(port), *args],
             stdout=fh,
             stderr=subprocess.STDOUT,
             env={**cli_env(), "TASKCOST_GRPC_PORT": "0", **(env or {})},

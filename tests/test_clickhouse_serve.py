@@ -9,8 +9,6 @@ chDB allows one process per data directory: while the server runs, this process 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -26,7 +24,7 @@ from taskcost.normalize import normalize_request
 from taskcost.store import PreparedBatch, StoreBusyError, prepare_batch
 from taskcost.store.clickhouse._store import ClickHouseStore
 from tests.builders.analytics import pricer
-from tests.conftest import Server, cli_env, free_port, stop_server
+from tests.conftest import Server, free_port, start_server, stop_server
 from tests.otlp_samples import sample_request
 from tests.test_reliability import make_spans
 
@@ -37,27 +35,8 @@ PROTOBUF = "application/x-protobuf"
 
 def _serve(tmp: Path, port: int) -> Server:
     """The real `taskcost serve --store chdb:///<tmp>/ch --db <tmp>/x.duckdb`; returns once /healthz answers."""
-    db, log = tmp / "x.duckdb", tmp / "server.log"
-    argv = [sys.executable, "-m", "taskcost", "serve", "--store", f"chdb://{tmp / 'ch'}", "--db", str(db)]
-    argv += ["--port", str(port), "--grpc-port", "0"]
-    with log.open("ab") as fh:
-        proc = subprocess.Popen(
-            argv, stdout=fh, stderr=subprocess.STDOUT, env={**cli_env(), "TASKCOST_DECODE_WORKERS": "1"}
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited early:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return Server(url, db, proc, log)
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"server did not become healthy:\n{log.read_text()}")
-        time.sleep(0.2)
+    args = ("--store", f"chdb://{tmp / 'ch'}")
+    return start_server(tmp / "x.duckdb", port, tmp / "server.log", {"TASKCOST_DECODE_WORKERS": "1"}, args)
 
 
 def _sql(server: Server, sql: str) -> list[list[Any]]:

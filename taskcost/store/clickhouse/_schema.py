@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from taskcost.store._migrations_analytics import TASK_DIMENSIONS
 from taskcost.store._rows import arrow_schema
 
 __all__ = [
@@ -328,17 +329,7 @@ FROM (
 GROUP BY project, hour, {_HOUR_KEYS}, priced"""
 
 # tasks: the DuckDB store's roll-up (taskcost/store/_rollup.py), computed from the deduplicated rows on each read.
-_DIMS = {
-    "model": "coalesce(response_model, request_model)",
-    "provider": "provider",
-    "engine": "engine",
-    "engine_version": "engine_version",
-    "quantization": "quantization",
-    "gpu_type": "gpu_type",
-    "cluster_id": "cluster_id",
-    "deployment": "deployment",
-    "answered_model": "response_model",
-}
+_DIMS = TASK_DIMENSIONS  # the DuckDB roll-up's dimensions, the same expressions
 _CONTEXT = ("harness_version", "agent_name", "agent_version", "conversation_id", "service_name")
 _COUNTS = ("llm_calls", "attempts", "failed_attempts", "priced_calls")
 
