@@ -42,7 +42,12 @@ def when_text(v: Any) -> str:
 
 
 def seconds_text(v: Any) -> str:
-    return "—" if v is None else f"{float(v):.2f} s"
+    """Seconds as they read: under one second in milliseconds, so that two latencies a change compares never both
+    show as 0.00 s beside a change of +60%."""
+    if v is None:
+        return "—"
+    s = float(v)
+    return f"{s * 1000:.1f} ms" if abs(s) < 1 else f"{s:.2f} s"
 
 
 def change_money(before: Any, after: Any) -> str:
