@@ -10,7 +10,7 @@ PORT ?=
 GRPC_PORT ?=
 CHROMIUM := /usr/lib/chromium/chromium
 
-.PHONY: install install-browser run demo live-check test lint unit bench clean
+.PHONY: install install-browser run demo live-check test-browser-clickhouse test lint unit bench clean
 
 $(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt tests/interop/js/package-lock.json
 	$(PY) -m venv $(VENV)
@@ -59,6 +59,10 @@ unit: $(STAMP) install-browser
 
 ## The README's test command: set up, lint, then the whole suite.
 test: lint unit
+
+## The whole browser suite against servers on the ClickHouse store (chDB in process, the demo's rows copied in)
+test-browser-clickhouse: $(STAMP) install-browser
+	TASKCOST_BROWSER_STORE=chdb $(BIN)/python -m pytest -q -n auto tests/browser
 
 ## Benchmarks (ingest, queries at 1M/10M calls, SDK overhead): medians and same-run ratios -> bench/RESULTS.md
 bench: $(STAMP)

@@ -105,7 +105,7 @@ def _clickhouse_lines(quick: bool) -> list[str]:
     from bench.clickhouse import failures, run_clickhouse_analytics
 
     print("clickhouse ...", flush=True)
-    sizes = (20_000, 100_000) if quick else (100_000, 1_000_000)
+    sizes = (20_000, 100_000) if quick else (1_000_000, 10_000_000)
     res = run_clickhouse_analytics(sizes, repeats=2 if quick else 3)
     lines = [
         "## The analytics on the ClickHouse store (chDB) beside DuckDB (median seconds)",

@@ -25,19 +25,29 @@ failures: dict[tuple[str, int, str], str] = {}
 """The last run's questions that failed, by (question, size, store): why (NaN in its timings)."""
 
 _ROW_TABLES = {"llm_call_rows": "llm_call_rows", "tool_call_rows": "tool_call_rows", "task_rows": "task_rows"}
+_EVERYTHING = {"spans": "span_rows"}  # (DuckDB table -> ClickHouse table) the raw spans too, for a served copy
 
 
-def copy_rows(duck: Any, ch: Any, chunk: int = 500_000) -> int:
-    """The DuckDB store's row tables into the ClickHouse store's (the columns a batch carries); rows copied."""
+def copy_rows(duck: Any, ch: Any, chunk: int = 500_000, everything: bool = False) -> int:
+    """The DuckDB store's row tables into the ClickHouse store's (the columns a batch carries); rows copied.
+    ``everything``: the raw spans and the clusters' allocated windows too (a whole store, to serve)."""
     copied = 0
-    for batch_name, table in _ROW_TABLES.items():
+    tables = {name: (name, table) for name, table in _ROW_TABLES.items()}
+    if everything:
+        tables |= {name: (name, table) for name, table in _EVERYTHING.items()}
+    for batch_name, (source, table) in tables.items():
         schema: pa.Schema = ch.arrow_schemas[batch_name]
         cols = ", ".join(f'"{n}"' for n in schema.names)
-        reader = duck._con.sql(f"SELECT {cols} FROM {table}").to_arrow_reader(chunk)
+        reader = duck._con.sql(f"SELECT {cols} FROM {source}").to_arrow_reader(chunk)
         for rb in reader:
             part = pa.Table.from_batches([rb]).cast(schema)
             ch._client.insert_arrow(table, part)
             copied += part.num_rows
+    if everything:
+        windows = duck._con.sql("SELECT * FROM cluster_cost_rows").to_arrow_table()
+        if windows.num_rows:
+            ch._client.insert_arrow("cluster_cost_rows", windows)
+            copied += windows.num_rows
     return copied
 
 

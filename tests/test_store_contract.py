@@ -162,23 +162,9 @@ def test_a_full_queue_refuses_and_keeps_nothing(open_store: Callable[..., Store]
             store.submit(_batch(request=sample_request()), wait_s=0)  # new spans each time
 
 
-# What a backend does not do yet, and says so (the test holds it to saying so, and fails once it is done: then the
-# backend leaves this list and passes the contract's test)
-NOT_YET = {("clickhouse", "reprice"), ("clickhouse", "allocation")}
-
-
-def _not_yet(request: pytest.FixtureRequest, what: str) -> bool:
-    return (request.node.callspec.params["open_store"], what) in NOT_YET
-
-
-def test_reprice_and_cluster_costs_answer(open_store: Callable[..., Store], request: pytest.FixtureRequest) -> None:
+def test_reprice_and_cluster_costs_answer(open_store: Callable[..., Store]) -> None:
     store = open_store()
     store.write(_batch(), timeout=30)
-    if _not_yet(request, "reprice"):
-        with pytest.raises(StoreUnavailableError, match="not available on the ClickHouse store yet"):
-            store.reprice(default_pricer(), dry_run=True)
-        assert store.cluster_costs() == []
-        return
     report = store.reprice(default_pricer(), dry_run=True)
     assert isinstance(report, RepriceReport) and report.calls == 2 and report.changed == 0
     assert store.cluster_costs() == []
@@ -186,15 +172,11 @@ def test_reprice_and_cluster_costs_answer(open_store: Callable[..., Store], requ
     assert store.query("SELECT count(*) FROM tasks").rows == [(1,)]
 
 
-def test_cluster_allocation_answers(open_store: Callable[..., Store], request: pytest.FixtureRequest) -> None:
+def test_cluster_allocation_answers(open_store: Callable[..., Store]) -> None:
     """The server's allocation of the clusters' windows: nothing due and nothing allocated without a clusters file."""
     store = open_store()
     store.write(_batch(), timeout=30)
     now = time.time_ns()
-    if _not_yet(request, "allocation"):
-        with pytest.raises(StoreUnavailableError, match="not available on the ClickHouse store yet"):
-            store.cluster_allocation_due(default_pricer(), closed_ns=now, received_since_ns=0)
-        return
     due = store.cluster_allocation_due(default_pricer(), closed_ns=now, received_since_ns=0)
     assert due.since_ns is None and due.allocated_through_ns is None and due.closed_ns <= now
     report = store.allocate_clusters(default_pricer(), since_ns=now - 3_600_000_000_000, until_ns=now)

@@ -34,10 +34,11 @@ def _where(target: Any, settings: Any) -> str:
 def _admin(db: Any, url: str | None, admin_token: str | None, create: bool = False, store: str | None = None) -> Any:
     """Key management (the running server's, or the file's, or with ``store`` that ClickHouse database's), for
     ``with opened(...)``."""
-    from taskcost.cli._target import open_admin
+    from taskcost.cli._target import open_admin, running_server
 
     settings = settings_or_exit(db=db, url=url, admin_token=admin_token, store=store)
-    if not settings.url and not settings.store and not settings.db.exists() and not create:
+    served = settings.url or settings.store or running_server(settings.db)  # (a server on ClickHouse has no file)
+    if not served and not settings.db.exists() and not create:
         # a typo in --db must not make a new database (a key in it would turn nothing on): the file must exist
         raise fail(
             f"no database at {settings.db}: give --db the file the server runs on (or --url and --admin-token), or "

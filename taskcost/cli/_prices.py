@@ -16,6 +16,7 @@ from taskcost.cli._options import (
     DbOption,
     KeyOption,
     SinceOption,
+    StoreOption,
     UntilOption,
     UrlOption,
     opened,
@@ -216,12 +217,13 @@ def clusters(
     until: UntilOption = None,
     cluster: Annotated[str | None, typer.Option(help="Only this cluster id")] = None,
     admin_token: AdminOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Self-hosted clusters' bills per window, as last allocated (by the server, or `taskcost reprice`): attributed
     and idle."""
     from taskcost.cli._reprice import cluster_windows
 
-    settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
+    settings = settings_or_exit(db=db, url=url, admin_token=admin_token, store=store)
     rows = cluster_windows(settings, parse_time(since, "--since"), parse_time(until, "--until"), cluster)
     _print_windows(rows)
 

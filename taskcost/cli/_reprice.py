@@ -19,13 +19,14 @@ from taskcost.cli._options import (
     AdminOption,
     DbOption,
     SinceOption,
+    StoreOption,
     UntilOption,
     UrlOption,
     opened,
     parse_time,
     reporting_failures,
 )
-from taskcost.cli._target import PricingServer, server_for
+from taskcost.cli._target import PricingServer, server_for, shown_store
 from taskcost.pricing import format_usd
 from taskcost.settings import Settings
 
@@ -53,21 +54,29 @@ def cluster_windows(
 ) -> list[ClusterWindowCost]:
     """The clusters' allocated windows: from the running server (admin), else from the file."""
     from taskcost.pricing import ClusterWindowCost, epoch_ns
-    from taskcost.store import DuckDBStore
 
     server = _admin_server(settings)
     if server is not None:
         with opened(lambda: server) as asked:
             docs = asked.get("/api/admin/clusters", since=_iso(since), until=_iso(until), cluster=cluster)
         return [ClusterWindowCost.from_json(d) for d in docs]
-    if settings.store:  # never the DuckDB file `db` names instead
-        raise fail("the clusters' allocated windows are not available on the ClickHouse store yet (`store` is set)")
-    with opened(lambda: DuckDBStore.open(settings.db, read_only=True)) as store:
+    with opened(lambda: _local(settings, read_only=True)) as store:
         return store.cluster_costs(
             since_ns=None if since is None else epoch_ns(since),
             until_ns=None if until is None else epoch_ns(until),
             cluster_id=cluster,
         )
+
+
+def _local(settings: Settings, *, read_only: bool) -> Any:
+    """The store itself when no server runs: the ClickHouse store ``store`` names, else the DuckDB file."""
+    if settings.store:
+        from taskcost.store.clickhouse import ClickHouseStore
+
+        return ClickHouseStore.open(settings.store, read_only=read_only)
+    from taskcost.store import DuckDBStore
+
+    return DuckDBStore.open(settings.db, read_only=read_only)
 
 
 def _admin_server(settings: Settings) -> PricingServer | None:
@@ -181,13 +190,14 @@ def reprice(
     db: DbOption = None,
     url: UrlOption = None,
     admin_token: AdminOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Price stored calls again (all history, or calls that started in [--since, --until)) with the current
     price data, price book and clusters file, page by page; report what changed. With a server running, the
     server's configuration is used (a warning says how this environment's differs from it)."""
     from taskcost.pricing import RepriceReport, epoch_ns
 
-    settings = settings_or_exit(db=db, url=url, admin_token=admin_token)
+    settings = settings_or_exit(db=db, url=url, admin_token=admin_token, store=store)
     start, end = parse_time(since, "--since"), parse_time(until, "--until")
     if start is not None and end is not None and start >= end:
         raise fail(f"--since ({since}) must be before --until ({until})", code=2)
@@ -199,22 +209,22 @@ def reprice(
             doc = asked.post("/api/admin/reprice", {"since": _iso(start), "until": _iso(end), "dry_run": dry_run})
         print_report(RepriceReport.from_json(doc), "the server's configuration: ")
         return
-    if settings.store:  # never the DuckDB file `db` names instead
-        raise fail("re-pricing is not available on the ClickHouse store yet (`store` is set); nothing was re-priced")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from taskcost.store import DuckDBStore
 
     try:
         pricer = settings.pricing_config().build()
     except ValueError as exc:
         raise fail(f"the prices do not load, nothing was re-priced: {exc}") from None
+    where = f"the ClickHouse store {shown_store(settings.store)}" if settings.store else "the file"
     err.print(
-        f"no server runs on {settings.db}: re-pricing the file with this environment's pricing configuration",
+        f"no server runs on {settings.db}: re-pricing {where} with this environment's pricing configuration",
         highlight=False,
     )
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with opened(lambda: DuckDBStore.open(settings.db)) as store, Progress(*columns, console=err, transient=True) as bar:
+    with (
+        opened(lambda: _local(settings, read_only=False)) as target,
+        Progress(*columns, console=err, transient=True) as bar,
+    ):
         tasks: dict[str, Any] = {}
 
         def progress(phase: str, done: int, total: int) -> None:
@@ -222,7 +232,7 @@ def reprice(
                 tasks[phase] = bar.add_task(f"re-pricing {phase}", total=total)
             bar.update(tasks[phase], completed=done, total=total)
 
-        report = store.reprice(
+        report = target.reprice(
             pricer,
             since_ns=None if start is None else epoch_ns(start),
             until_ns=None if end is None else epoch_ns(end),

@@ -73,17 +73,9 @@ def _first_keys_message(keys: list[tuple[str, str, str]], project: str, url: str
 
 
 def _clickhouse_settings(settings: Settings) -> Settings:
-    """The settings a server on the ClickHouse store runs with: what that store cannot do yet is turned off, and the
-    log says so once (the app keeps serving; the endpoints that need it answer that it is not available)."""
-    log = logging.getLogger(__name__)
-    if settings.allocate_clusters:
-        log.info(
-            "the clusters' GPU-hour allocation is not available on the ClickHouse store yet: not scheduled "
-            "(allocate_clusters is off for this run)"
-        )
-        settings = settings.model_copy(update={"allocate_clusters": False})
-    log.info(
-        "on the ClickHouse store: re-pricing and `taskcost spool retry` are not available yet; DuckDB's own settings "
+    """The settings a server on the ClickHouse store runs with; the log says once what does not apply to it."""
+    logging.getLogger(__name__).info(
+        "on the ClickHouse store: `taskcost spool retry` is not available yet; DuckDB's own settings "
         "(memory_limit, duckdb_threads, dedupe_window_spans) are not applied to ClickHouse (memory_limit still sets "
         "the defaults of sql_memory_limit and process_memory_limit, which bound this process, chDB included)"
     )

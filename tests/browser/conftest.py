@@ -27,6 +27,9 @@ from tests.conftest import REPO, Server, free_port, start_server, stop_server
 SCREENSHOTS = REPO / "tests" / "browser" / "screenshots"  # every page of every run (not committed)
 README_IMAGES = REPO / "docs" / "img"  # the README's screenshots: refreshed with TASKCOST_UPDATE_README_IMAGES=1
 UPDATE_README_IMAGES = os.environ.get("TASKCOST_UPDATE_README_IMAGES") == "1"
+STORE = os.environ.get("TASKCOST_BROWSER_STORE", "duckdb")
+"""The store the servers run on: ``duckdb`` (the default), or ``chdb`` (the ClickHouse store on an in-process chDB:
+the demo's rows are copied into it, and the whole browser suite runs against it; ``make test-browser-clickhouse``)."""
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +52,27 @@ def demo_db() -> Path:
     return demo_database()
 
 
+def _chdb_copy(db: Path | None, directory: Path) -> str:
+    """A chDB store at ``directory`` holding ``db``'s rows (created empty when None); its ``--store`` dsn. The store
+    is closed again before the server opens it (chDB: one process per data directory)."""
+    from bench.clickhouse import copy_rows
+    from taskcost.store import DuckDBStore
+    from taskcost.store.clickhouse._store import ClickHouseStore
+
+    dsn = f"chdb://{directory}"
+    with ClickHouseStore.open(dsn) as ch:
+        if db is not None:
+            with DuckDBStore.open(db, read_only=True) as duck:
+                copy_rows(duck, ch, everything=True)
+    return dsn
+
+
 def serve_copy(db: Path | None, tmp: Path, env: dict[str, str] | None = None) -> Server:
-    """The real server on a copy of ``db`` (an empty new file when None)."""
+    """The real server on a copy of ``db`` (an empty new file when None), on the store ``STORE`` names."""
     mine = tmp / "served.duckdb"
+    if STORE == "chdb":
+        args = ("--store", _chdb_copy(db, tmp / "ch"))
+        return start_server(mine, free_port(), tmp / "server.log", env=env, args=args)
     if db is not None:
         shutil.copy(db, mine)
     return start_server(mine, free_port(), tmp / "server.log", env=env)

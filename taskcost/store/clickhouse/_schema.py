@@ -45,6 +45,8 @@ from taskcost.store._rows import arrow_schema
 
 __all__ = [
     "BATCH_TABLES",
+    "COUNTED_ORDER",
+    "COUNTED_PER",
     "MIGRATIONS",
     "PUBLIC_VIEWS",
     "TABLE_OF",
@@ -284,6 +286,13 @@ SELECT * FROM llm_call_rows
 ORDER BY project, trace_id, isNull(response_id), ifNull(response_id, span_id), received_ns, span_id
 LIMIT 1 BY project, trace_id, isNull(response_id), ifNull(response_id, span_id)"""
 
+# Re-priced calls are new versions of their row (taskcost/store/clickhouse/_reprice.py): among the copies of the one
+# report that counts, the one priced last. The same rule, the re-price reads its pages with.
+COUNTED_PER = "project, trace_id, isNull(response_id), ifNull(response_id, span_id)"
+COUNTED_ORDER = f"{COUNTED_PER}, received_ns, span_id, ifNull(priced_at_ns, 0) DESC"
+_COUNTED_PRICED_LAST = f"""CREATE OR REPLACE VIEW llm_call_counted AS
+SELECT * FROM llm_call_rows ORDER BY {COUNTED_ORDER} LIMIT 1 BY {COUNTED_PER}"""
+
 _CALL_TAIL = (
     "server_address, service_name, conversation_id, agent_name, agent_version, harness_version, engine, "
     "engine_version, quantization, gpu_type, gpu_count, cluster_id, deployment, container_image_name, "
@@ -413,4 +422,5 @@ MIGRATIONS: tuple[Migration, ...] = (
         (_SPANS_VIEW, _TOOL_CALLS_VIEW, _COUNTED_VIEW, _LLM_CALLS_VIEW, _LLM_CALL_HOURS_VIEW, _TASKS_VIEW),
     ),
     Migration("0003_counted_calls_in_key_order", (_COUNTED_IN_KEY_ORDER,)),
+    Migration("0004_counted_calls_priced_last", (_COUNTED_PRICED_LAST,)),
 )

@@ -66,7 +66,6 @@ KEY_CACHE_S = 5.0
 """How long the keys read from the database are trusted before they are read again."""
 
 _KEY_COLUMNS = ("id", "project", "kind", "secret_sha256", "prefix")  # what _keys.create_key inserts, in its order
-_NOT_YET = "is not available on the ClickHouse store yet"
 _READ_WAIT_S = 10.0  # at most, a read waits this long for the spool's acknowledged spans to be in ClickHouse
 
 
@@ -138,6 +137,7 @@ class ClickHouseStore:
         self._committed = 0
         self._deduplicated = 0
         self._keys_lock = threading.Lock()
+        self._pricing_lock = threading.Lock()
         self._active_keys: dict[str, _keys.ApiKey] = {}
         self._keys_ever = False
         self._keys_read_at = float("-inf")
@@ -295,9 +295,9 @@ class ClickHouseStore:
                 self._on_commit(info)
 
     def fold_rollups(self, timeout: float | None = 60.0) -> None:
-        """Not available on ClickHouse yet (StoreUnavailableError). Its tasks and hours are computed at read time,
-        so there is no roll-up to fold; the method is refused rather than faked until callers are audited."""
-        raise StoreUnavailableError(f"fold_rollups {_NOT_YET} (its views need no fold)")
+        """Nothing to fold: ``tasks`` and ``llm_call_hours`` are computed from the stored rows on each read."""
+        if self._closed:
+            raise StoreUnavailableError("store is closed")
 
     # -- operations -----------------------------------------------------------------------------------------
     @property
@@ -520,10 +520,25 @@ class ClickHouseStore:
         ).result_rows
         return [_keys.ApiKey(r[0], r[1], r[2], r[3], _naive(r[4]), _naive(r[5])) for r in rows]
 
-    # -- pricing: not yet -----------------------------------------------------------------------------------
+    # -- pricing: versioned cost rows (_reprice) -------------------------------------------------------------
+    def _pricing(self) -> Any:
+        if self._closed or self._read_only:
+            raise StoreUnavailableError("store is closed or read-only")
+        if not self._pricing_lock.acquire(blocking=False):
+            raise StoreUnavailableError("a re-price or an allocation is running in this process: try again after it")
+        return self._pricing_lock
+
     def reprice(self, pricer: Any, **options: Any) -> Any:
-        """Not available on the ClickHouse store yet: raises StoreUnavailableError (no re-price is faked)."""
-        raise StoreUnavailableError(f"reprice {_NOT_YET}")
+        """Price stored calls again (``_reprice.reprice``): the changed rows are inserted as new versions; returns a
+        RepriceReport. One at a time in a process (StoreUnavailableError otherwise)."""
+        from taskcost.store.clickhouse import _reprice
+
+        lock = self._pricing()
+        try:
+            self._caught_up(60.0)
+            return _reprice.reprice(self._client, self._schemas["llm_call_rows"], pricer, **options)
+        finally:
+            lock.release()
 
     def allocate_clusters(
         self,
@@ -534,17 +549,37 @@ class ClickHouseStore:
         now_ns: int | None = None,
         closed_ns: int | None = None,
     ) -> Any:
-        """Not available on the ClickHouse store yet: raises StoreUnavailableError."""
-        raise StoreUnavailableError(f"allocate_clusters {_NOT_YET}")
+        """Allocate the clusters' windows in [since, until) that ended by ``closed_ns`` to their calls
+        (``_reprice.allocate``, the self-hosted part of ``reprice``)."""
+        from taskcost.store.clickhouse import _reprice
+
+        lock = self._pricing()
+        try:
+            self._caught_up(60.0)
+            return _reprice.allocate(
+                self._client,
+                self._schemas["llm_call_rows"],
+                pricer,
+                since_ns=since_ns,
+                until_ns=until_ns,
+                now_ns=now_ns,
+                closed_ns=closed_ns,
+            )
+        finally:
+            lock.release()
 
     def cluster_allocation_due(self, pricer: Any, *, closed_ns: int, received_since_ns: int | None) -> AllocationDue:
-        """Not available on the ClickHouse store yet: raises StoreUnavailableError."""
-        raise StoreUnavailableError(f"cluster_allocation_due {_NOT_YET}")
+        """The windows the server's allocation has to compute before ``closed_ns`` (``_reprice.allocation_due``)."""
+        from taskcost.store.clickhouse import _reprice
+
+        if self._closed:
+            raise StoreUnavailableError("store is closed")
+        self._caught_up(60.0)
+        return _reprice.allocation_due(self._client, pricer, closed_ns=closed_ns, received_since_ns=received_since_ns)
 
     def cluster_costs(self, **options: Any) -> list[ClusterWindowCost]:
-        """The allocated GPU-hour windows, oldest first, as the DuckDB store reads them (``cluster_cost_rows``). The
-        allocation itself does not run on ClickHouse yet (``allocate_clusters``): none is stored until it does, and
-        the questions count the self-hosted calls as awaiting allocation."""
+        """The allocated GPU-hour windows, oldest first, as the DuckDB store reads them (``cluster_cost_rows``, the
+        last version of each window)."""
         since_ns, until_ns, cluster_id = (options.get(k) for k in ("since_ns", "until_ns", "cluster_id"))
         where, params = ["1"], {}
         if since_ns is not None:
