@@ -4,6 +4,7 @@ in the same run, and writes bench/RESULTS.md. `python -m bench --quick` is a sma
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import statistics
@@ -113,7 +114,8 @@ def _clickhouse_lines(quick: bool) -> list[str]:
         f"The analytics history above at {sizes[0]:,} and {sizes[1]:,} calls, in a DuckDB file and copied into chDB"
         " (ClickHouse in this process); each question asked of both stores through the library door in the same"
         " run. The ClickHouse store deduplicates spans and responses and adds up tasks and hours at read time (exact"
-        " with many writers); the copy into chDB took"
+        " with many writers); a query may use 8 GiB here (`sql_memory_limit`) and 60 s (the analytics' time"
+        " limit); the copy into chDB took"
         f" {res[('load', sizes[0], 'ClickHouse')]:.1f} s and {res[('load', sizes[1], 'ClickHouse')]:.1f} s.",
         "",
         "| question | " + " | ".join(f"DuckDB {n:,} | ClickHouse {n:,} | ratio" for n in sizes) + " |",
@@ -123,7 +125,10 @@ def _clickhouse_lines(quick: bool) -> list[str]:
         cells = []
         for n in sizes:
             d, c = res[(name, n, "DuckDB")], res[(name, n, "ClickHouse")]
-            cells.append(f"{d:.3f} | {c:.3f} | {c / d:.1f}x")
+            if math.isnan(c):  # refused: the failures below say why
+                cells.append(f"{d:.3f} | failed | -")
+            else:
+                cells.append(f"{d:.3f} | {c:.3f} | {c / d:.1f}x")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", *(f"- {q} at {n:,} on {store}: failed: {why}" for (q, n, store), why in failures.items())]
     return [*lines, ""]
@@ -195,10 +200,46 @@ def _dashboard_lines(quick: bool, *, required: bool) -> list[str]:
     return [*lines, ""]
 
 
+def _engine_lines(quick: bool) -> list[str]:
+    from bench.engines import run_engine_history, run_engine_intake
+
+    print("engines ...", flush=True)
+    i = run_engine_intake(10_000 if quick else 40_000, 2 if quick else 5)
+    sizes = (20_000, 100_000) if quick else (1_000_000, 10_000_000)
+    h = run_engine_history(sizes, 2 if quick else 3)
+    lines = [
+        "## The engine view: intake and the engines question",
+        "",
+        f"Intake, one process, median of the runs: the normaliser over {i['client_spans']:,} spans of the ingest"
+        f" traffic, and over the same requests with a vLLM server span beside each of its {i['engine_spans']:,}"
+        " calls; a vLLM server's `/metrics` text parsed and mapped (prometheus-client's parser), and the same"
+        " samples as an OTLP metrics request decoded and mapped.",
+        "",
+        "| what | microseconds |",
+        "|---|---|",
+        f"| normalising a client span (for scale) | {i['us_per_client_span']:.1f} |",
+        f"| an engine span added to its request | {i['us_per_engine_span']:.1f} |",
+        f"| a Prometheus text sample kept ({i['samples']} of a vLLM scrape) | {i['us_per_text_sample']:.1f} |",
+        f"| an OTLP metrics sample | {i['us_per_otlp_sample']:.1f} |",
+        "",
+        "History: the analytics history (one task in five self-hosted), each self-hosted call with its vLLM server"
+        " span and engine record; DuckDB store, median seconds. Matching engine spans to calls happens when the"
+        " views are read (any arrival order, any number of writers).",
+        "",
+        "| | " + " | ".join(f"{n:,} calls" for n in sizes) + " |",
+        "|---|" + "---|" * len(sizes),
+        "| engine spans | " + " | ".join(f"{h[('engine_spans', n)]:,.0f}" for n in sizes) + " |",
+    ]
+    for what in ("engine_calls view", "engines question"):
+        if (what, sizes[0]) in h:
+            lines.append(f"| {what} | " + " | ".join(f"{h[(what, n)]:.3f}" for n in sizes) + " |")
+    return [*lines, ""]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
-    parts_known = ["ingest", "query", "analytics", "clickhouse", "cli", "dashboards", "reprice", "sdk"]
+    parts_known = ["ingest", "query", "analytics", "clickhouse", "engines", "cli", "dashboards", "reprice", "sdk"]
     ap.add_argument("--only", choices=parts_known, action="append")
     ap.add_argument("--senders", type=int, default=8, help="concurrent senders (agents) in the ingest run")
     ap.add_argument("--ingest-runs", type=int, default=3, help="ingest runs; the median is reported")
@@ -367,6 +408,8 @@ def main() -> None:
         lines.append("")
     if "clickhouse" in parts:
         lines += _clickhouse_lines(args.quick)
+    if "engines" in parts:
+        lines += _engine_lines(args.quick)
     if "cli" in parts:
         lines += _cli_lines(args.quick)
     if "dashboards" in parts:

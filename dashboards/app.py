@@ -4,7 +4,6 @@ page under ``pages/``, each a ``register(app, ctx)`` whose layout is rendered fr
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -14,22 +13,15 @@ import flask
 from dash import ALL, Dash, Input, Output, State, html
 
 from dashboards._badge import register_badge
+from dashboards._context import PageContext
 from dashboards._ui import URL_TYPE
+from dashboards.pages import PAGES
 from taskcost.analytics import ReadStore
 
-__all__ = ["PageContext", "create_dash_app"]
+__all__ = ["create_dash_app"]
 
 _PAGES_LOCATION = "_pages_location"
 """The page router's own ``dcc.Location`` (``refresh="callback-nav"``): a new search on it renders the page again."""
-
-
-@dataclass(frozen=True)
-class PageContext:
-    """What a page reads: the store (already limited to the caller's project), and the server's own figures
-    (``health()``: ingest counters, queue, price data; None when the app runs without a server)."""
-
-    store: ReadStore
-    health: Callable[[], dict[str, Any]] | None = None
 
 
 class _ProjectScoped:
@@ -64,12 +56,6 @@ class _ProjectScoped:
         return self._store.cluster_costs(**options)  # type: ignore[attr-defined]
 
 
-def _pages() -> list[Any]:
-    from dashboards.pages import PAGES
-
-    return list(PAGES)
-
-
 def create_dash_app(
     store: ReadStore,
     *,
@@ -92,7 +78,7 @@ def create_dash_app(
         routes_pathname_prefix="/",
         **dash_kwargs,
     )
-    pages = _pages()
+    pages = list(PAGES)
     for module in pages:
         module.register(app, ctx)
     register_badge(app, store)

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,7 +26,15 @@ if TYPE_CHECKING:
     from taskcost.normalize import NormalizeRules
     from taskcost.pricing import PricingConfig
 
-__all__ = ["DEFAULT_CONFIG_FILE", "STORE_SCHEMES", "Settings", "config_file", "default_decode_workers", "load_settings"]
+__all__ = [
+    "DEFAULT_CONFIG_FILE",
+    "STORE_SCHEMES",
+    "EngineTarget",
+    "Settings",
+    "config_file",
+    "default_decode_workers",
+    "load_settings",
+]
 
 MiB = 1024 * 1024
 # The server's default DuckDB memory_limit, per core left after the decode workers (Settings.server_memory_limit)
@@ -48,6 +56,21 @@ def _pricing_defaults() -> tuple[dict[str, str], tuple[str, ...]]:
 
 STORE_SCHEMES = ("clickhouse", "chdb")
 """The ``store`` URLs' schemes (the DuckDB file needs none: it is ``db``)."""
+
+
+class EngineTarget(BaseModel):
+    """One inference engine's Prometheus endpoint the server scrapes (``engine_scrape``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(
+        pattern=r"^https?://\S+$", description="The engine's metrics URL, e.g. http://10.0.0.5:8000/metrics."
+    )
+    cluster_id: str = Field(min_length=1, max_length=256, description="The cluster its samples are stored under.")
+    engine: Literal["vllm", "sglang", "llamacpp"]
+    model: str | None = Field(None, description="The model of samples without a model_name label (llama.cpp).")
+    project: str = Field("default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    interval_s: float = Field(15.0, ge=1, le=3600, description="Seconds between two scrapes.")
 
 
 class Settings(BaseSettings):
@@ -232,6 +255,17 @@ class Settings(BaseSettings):
     )
     cluster_allocation_delay_s: float = Field(
         60.0, ge=0, le=86400, description="How long after a cluster window ends the server allocates it."
+    )
+    engine_scrape: list[EngineTarget] = Field(
+        default_factory=list,
+        description="Inference engines' Prometheus endpoints the server scrapes into engine_metrics: a list of "
+        '{"url", "cluster_id", "engine": "vllm"|"sglang"|"llamacpp", "model"?, "project"?, "interval_s"?}.',
+    )
+    engine_max_series: int = Field(
+        10_000,
+        ge=1,
+        description="Distinct engine metric series one project may have (cluster, engine, model, metric, labels); "
+        "samples of further series are dropped and counted.",
     )
 
     def listens_beyond_loopback(self) -> bool:

@@ -31,6 +31,7 @@ PARAMS: dict[str, dict[str, str]] = {
     "breakeven": {"gpu_type": "H100", "usd_per_gpu_hour": "2.50", "tokens_per_s": "2000"},
     "changes": {"since": "2026-11-02T09:30:00", "until": "2026-11-02T10:00:00"},
     "reconcile": {},
+    "engines": {"model": "cheap-1", "same_as": "pricey-1", "min_calls": "2"},
 }
 
 

@@ -18,10 +18,12 @@ from typing import Any
 import pytest
 
 from taskcost.analytics import QUESTIONS, Filters
-from taskcost.store import DuckDBStore, PreparedBatch
+from taskcost.normalize import normalize_request
+from taskcost.store import DuckDBStore, PreparedBatch, prepare_batch
 from taskcost.store.clickhouse._schema import PUBLIC_VIEWS
 from taskcost.store.clickhouse._store import ClickHouseStore
-from tests.builders.analytics import T0, Fleet
+from tests.builders.analytics import T0, Fleet, pricer
+from tests.interop.otlp import S, request
 
 FLOAT_REL = 1e-9
 
@@ -40,6 +42,8 @@ ASKED: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("changes", {}, {}),
     ("changes", {}, {"since": T0, "until": T0.replace(day=T0.day + 1)}),
     ("reconcile", {}, {}),
+    ("engines", {}, {}),
+    ("engines", {"same_as": "gpt-4o-mini, cheap-1", "min_calls": 3}, {"model": "llama-70b"}),
 ]
 # Where the two stores cannot agree, and why (the view test fails when one is not needed any more)
 VALUE_DIFFERENCES = {
@@ -104,6 +108,89 @@ def _traffic(seed: int = 7, tasks: int = 160) -> Fleet:
     return f
 
 
+_CALL = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o-mini"}
+_TOPOLOGY = {
+    "taskcost.parallel.tensor": 4,
+    "taskcost.parallel.pipeline": 2,
+    "taskcost.pd.disaggregated": True,
+    "taskcost.pd.prefill_gpu_type": "H100",
+    "taskcost.pd.decode_gpu_type": "L40S",
+    "taskcost.spec.method": "eagle3",
+    "taskcost.spec.draft_model": "eagle3-8b",
+}
+_TIMINGS = {
+    "taskcost.engine.prefill_s": 0.25,
+    "taskcost.engine.decode_s": 1.5,
+    "taskcost.engine.prefill_tokens": 300,
+    "taskcost.engine.cached_tokens": 600,
+    "taskcost.engine.decode_tokens": 80,
+    "taskcost.spec.draft_tokens": 60,
+    "taskcost.spec.accepted_tokens": 45,
+}
+
+
+def _engine_span(i: int, request_id: str, parent: int | None = None, trace: int = 1, at: int = 0) -> S:
+    return S(
+        "llm_request",
+        i,
+        parent=parent,
+        trace=trace,
+        scope="vllm.llm_engine",
+        start_ms=at + 5,
+        end_ms=at + 90 + i,
+        attrs={
+            "gen_ai.request.id": request_id,
+            "gen_ai.response.model": "gpt-4o-mini",
+            "gen_ai.usage.prompt_tokens": 900,
+            "gen_ai.usage.completion_tokens": 80 + i,
+            "gen_ai.usage.cached_tokens": 512 + i,
+            "gen_ai.latency.time_in_queue": 0.001 * i,
+            "gen_ai.latency.time_to_first_token": 0.02 + 0.001 * i,
+            "gen_ai.latency.e2e": 0.08 + 0.001 * i,
+            "gen_ai.latency.time_in_model_prefill": 0.01,
+            "gen_ai.latency.time_in_model_decode": 0.06,
+            "gen_ai.latency.time_in_model_inference": 0.07,
+        },
+    )
+
+
+def _engine_traffic() -> list[tuple[str, Any]]:
+    """(project, OTLP request): client calls with engine timings and topology tags, and vLLM server spans matched by
+    parent, by request id (as sent and with vLLM's ``chatcmpl-`` prefix), several for one call, one that two calls
+    could take, one unmatched, one re-sent, one stored before its call; in two projects."""
+    usage = {"gen_ai.usage.input_tokens": 1200, "gen_ai.usage.output_tokens": 80}
+
+    def call(i: int, task: str, at: int, trace: int = 1, attrs: dict[str, Any] | None = None) -> S:
+        extra = {"taskcost.task.id": task, "taskcost.call.id": f"{task}-{i}", **_CALL, **usage, **(attrs or {})}
+        return S("chat", i, trace=trace, start_ms=at, end_ms=at + 100 + i, attrs=extra)
+
+    engine_first = [_engine_span(40, "r-40", parent=4, trace=9, at=3000)]  # stored before its call
+    clients = [
+        call(2, "e1", 0, attrs=_TOPOLOGY),
+        call(3, "e1", 200, attrs={**_TIMINGS, "gen_ai.response.id": "chatcmpl-r-31"}),
+        call(4, "e2", 3000, trace=9, attrs=_TIMINGS),
+        call(5, "e2", 3200, trace=9, attrs={"gen_ai.response.id": "same-id"}),
+        call(6, "e3", 3400, trace=10, attrs={"gen_ai.response.id": "same-id", **_TOPOLOGY}),
+        call(7, "e3", 3600, trace=10, attrs={"taskcost.parallel.data": 8}),
+        call(8, "e3", 3800, trace=10),  # no engine data
+    ]
+    engines = [
+        _engine_span(20, "r-20", parent=2),
+        _engine_span(21, "r-21", parent=2, at=10),  # a second engine span of the same call
+        _engine_span(31, "r-31", trace=11, at=200),  # by request id, with vLLM's prefix
+        _engine_span(50, "same-id", trace=12, at=3200),  # two calls have this response id: the earlier one takes it
+        _engine_span(70, "nobody", trace=13, at=3600),  # unmatched
+    ]
+    other = [call(2, "o1", 0, trace=20, attrs={"gen_ai.response.id": "o-r"}), _engine_span(90, "o-r", trace=21)]
+    return [
+        ("default", request(*engine_first)),
+        ("default", request(*clients, resource={"taskcost.cluster.id": "gpu-a"})),
+        ("default", request(*engines, resource={"service.name": "vllm-east"})),
+        ("default", request(engines[0])),  # re-sent
+        ("other", request(*other)),
+    ]
+
+
 class _Collect:
     def __init__(self) -> None:
         self.batches: list[PreparedBatch] = []
@@ -117,6 +204,8 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DuckDBSto
     tmp = tmp_path_factory.mktemp("parity")
     collected = _Collect()
     _traffic().write(collected)  # type: ignore[arg-type]
+    for i, (project, req) in enumerate(_engine_traffic()):
+        collected.write(prepare_batch(normalize_request(req), 10 + i, project=project, pricer=pricer()))
     with DuckDBStore.open(tmp / "d.duckdb") as duck, ClickHouseStore.open(f"chdb://{tmp / 'ch'}") as ch:
         for batch in collected.batches:
             duck.write(batch)
@@ -141,6 +230,33 @@ def test_every_view_holds_the_same_rows(stores: tuple[DuckDBStore, ClickHouseSto
     assert len(got) == len(want) > 0
     for g, w in zip(_sorted(got), _sorted(want), strict=True):
         assert g == w, {k: (g[k], w[k]) for k in w if g[k] != w[k]}
+
+
+def test_engine_views_say_what_the_traffic_holds(stores: tuple[DuckDBStore, ClickHouseStore]) -> None:
+    """The engine traffic above, as both stores answer it: each engine span once, matched by the documented rule."""
+    for st in stores:
+        spans = {r["request_id"]: r for r in st.arrow("SELECT * FROM engine_spans").to_pylist()}
+        assert {k: (r["matched"], r["call_id"]) for k, r in spans.items()} == {
+            "r-20": (True, "e1-2"),
+            "r-21": (True, "e1-2"),
+            "r-31": (True, "e1-3"),
+            "r-40": (True, "e2-4"),
+            "same-id": (True, "e2-5"),
+            "nobody": (False, None),
+            "o-r": (True, "o1-2"),
+        }
+        calls = {r["call_id"]: r for r in st.arrow("SELECT * FROM engine_calls").to_pylist()}
+        assert sorted(calls) == ["e1-2", "e1-3", "e2-4", "e2-5", "e3-6", "e3-7", "o1-2"]
+        assert calls["e1-2"]["engine_e2e_s"] == pytest.approx(0.1)  # the first of its two engine spans
+        assert (calls["e1-2"]["tp_size"], calls["e1-2"]["engine"], calls["e1-2"]["cluster_id"]) == (
+            4,
+            "vllm-east",
+            "gpu-a",
+        )
+        e13 = calls["e1-3"]
+        assert (e13["engine_source"], e13["prefill_s"], e13["spec_accepted_tokens"]) == ("engine_span", 0.01, 45)
+        assert (calls["e3-6"]["engine_source"], calls["e3-6"]["spec_method"]) == ("response", "eagle3")
+        assert calls["e3-7"]["dp_size"] == 8 and calls["e2-5"]["cost_usd"] is not None
 
 
 def _same(got: Any, want: Any, where: str) -> None:

@@ -267,8 +267,8 @@ def test_keys_round_trip(ch: ClickHouseStore, tmp_path: Path) -> None:
 class _PassThrough:
     """Stands in for the ClickHouse sandbox (written separately): checks nothing, sets a time limit."""
 
-    def prepare(self, client: Any, ch_sql: str, project: str | None) -> str:
-        assert project is None
+    def prepare(self, client: Any, ch_sql: str, project: str | None, timeout_s: float) -> str:
+        assert project is None and timeout_s > 0
         return ch_sql
 
     def settings(self, timeout_s: float, max_rows: int) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """`taskcost demo`, real parts only: the real `taskcost serve` process, the real SDK, the real `openai` and
 `anthropic` clients, the fake model server over HTTP. A short, sped-up run must leave in its database everything the
-demo promises (task kinds, both deployments, both vLLM versions and GPU types, GPU-hour costs, broken prefixes,
-retries, failed, abandoned and golden tasks), all of it marked as demo data, with every span sent stored."""
+demo promises (task kinds, both deployments, the seven vLLM deployments of one open model with their topology tags
+and their own server spans, GPU-hour costs, broken prefixes, retries, failed, abandoned and golden tasks), all of it
+marked as demo data, with every span sent stored."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def _the_printed_command_serves_the_data_again(out: str, port: int) -> None:
 
 def test_a_short_demo_run_has_everything_the_demo_promises(tmp_path: Path) -> None:
     db, port = tmp_path / "demo.duckdb", free_port()
-    proc = _demo(db, port, "--minutes", "0.25")
+    proc = _demo(db, port, "--minutes", "0.3")  # the H100 agent's tasks go round its five deployments
     out, err = proc.communicate(timeout=280)
     assert proc.returncode == 0, f"{out}\n{err}"
     assert f"http://127.0.0.1:{port}/dash/" in out and "DEMO DATA" in out
@@ -129,21 +130,26 @@ def test_a_short_demo_run_has_everything_the_demo_promises(tmp_path: Path) -> No
         ("openai", "gpt-4o-mini-2024-07-18"),
     }
     assert all(r["unpriced"] == 0 for r in api), api
-    # self-hosted: both vLLM versions on both GPU types, every call priced by GPU-hours once its window ended
+    # self-hosted: one open model on seven vLLM deployments (two versions, two GPU types, fp8 and bf16, speculation,
+    # a prefill/decode split), every call priced by GPU-hours once its window ended
     hosted = sql(
         db,
-        "SELECT engine, engine_version, gpu_type, cluster_id, count(*) AS n,"
+        "SELECT engine, engine_version, gpu_type, quantization, cluster_id, count(*) AS n,"
         " count(*) FILTER (WHERE cost_usd IS NULL OR price_source NOT LIKE 'clusters demo-1%') AS not_by_gpu_hours"
         " FROM llm_calls WHERE deployment = 'self_hosted' GROUP BY ALL ORDER BY ALL",
     )
-    assert [(r["engine"], r["engine_version"], r["gpu_type"], r["cluster_id"]) for r in hosted] == [
-        ("vllm", "0.6.0", "A100-80GB", "demo-a100-v060"),
-        ("vllm", "0.6.0", "H100-SXM", "demo-h100-v060"),
-        ("vllm", "0.7.0", "A100-80GB", "demo-a100-v070"),
-        ("vllm", "0.7.0", "H100-SXM", "demo-h100-v070"),
+    assert [tuple(r.values())[:5] for r in hosted] == [
+        ("vllm", "0.6.0", "A100-80GB", "bf16", "demo-a100-v060"),
+        ("vllm", "0.6.0", "H100-SXM", "bf16", "demo-h100-v060-bf16"),
+        ("vllm", "0.6.0", "H100-SXM", "fp8", "demo-h100-v060"),
+        ("vllm", "0.6.0", "H100-SXM", "fp8", "demo-h100-v060-eagle"),
+        ("vllm", "0.7.0", "A100-80GB", "bf16", "demo-a100-v070"),
+        ("vllm", "0.7.0", "H100-SXM", "fp8", "demo-h100-v070"),
+        ("vllm", "0.7.0", "H100-SXM", "fp8", "demo-h100-v070-pd"),
     ]
     assert all(r["not_by_gpu_hours"] == 0 for r in hosted), hosted
     assert Decimal(one(db, "SELECT sum(cost_usd) FROM llm_calls WHERE deployment = 'self_hosted'")) > 0
+    _the_engines_are_tagged_and_report_their_own_spans(db)
 
     # prompt prefixes: stable ones are read from the cache; broken ones (a timestamp up front, which the SDK's lint
     # reports) never are, and the fingerprint says where the prefix broke
@@ -167,6 +173,59 @@ def test_a_short_demo_run_has_everything_the_demo_promises(tmp_path: Path) -> No
     # streamed calls have a time to first token; token counts are spread out, not constant
     assert one(db, "SELECT count(*) FROM llm_calls WHERE ttft_s > 0") > 0
     assert one(db, "SELECT count(DISTINCT output_tokens) FROM llm_calls WHERE status = 'ok'") > 50
+
+
+def _the_engines_are_tagged_and_report_their_own_spans(db: Path) -> None:
+    """The topology and decoding tags reach the calls through the SDK's infra profiles; each vLLM deployment's server
+    span for a call it answered is a child of that call's span, inside it in time, with the call's response id, and
+    its queue + prefill + decode make its e2e; the deployments' decode speeds are far apart; and the server scraped
+    each deployment's metrics page (the demo's TASKCOST_ENGINE_SCRAPE)."""
+    tags = sql(
+        db,
+        "SELECT DISTINCT attributes->>'taskcost.cluster.id' AS cluster, attributes->>'taskcost.spec.method' AS spec,"
+        " attributes->>'taskcost.pd.disaggregated' AS pd, attributes->>'taskcost.parallel.tensor' AS tp"
+        " FROM spans WHERE attributes->>'taskcost.deployment' = 'self_hosted' ORDER BY ALL",
+    )
+    assert [tuple(r.values()) for r in tags] == [
+        ("demo-a100-v060", "none", "false", "4"),
+        ("demo-a100-v070", "none", "false", "4"),
+        ("demo-h100-v060", "none", "false", "2"),
+        ("demo-h100-v060-bf16", "none", "false", "4"),
+        ("demo-h100-v060-eagle", "eagle", "false", "2"),
+        ("demo-h100-v070", "none", "false", "2"),
+        ("demo-h100-v070-pd", "none", "true", "2"),
+    ]
+    latency = "(e.attributes->>'gen_ai.latency.{}')::DOUBLE".format
+    [engine] = sql(
+        db,
+        "WITH speeds AS (SELECT resource_attributes->>'taskcost.cluster.id' AS cluster,"
+        " median((attributes->>'gen_ai.usage.completion_tokens')::DOUBLE"
+        " / (attributes->>'gen_ai.latency.time_in_model_decode')::DOUBLE) AS tps FROM spans"
+        " WHERE service_name = 'vllm' GROUP BY ALL)"
+        " SELECT count(*) AS spans, count(c.span_id) AS under_a_call,"
+        " count(*) FILTER (WHERE e.start_ns >= c.start_ns AND e.end_ns <= c.end_ns) AS inside,"
+        " count(*) FILTER (WHERE c.attributes->>'gen_ai.response.id' = e.attributes->>'gen_ai.request.id') AS same_id,"
+        " count(*) FILTER (WHERE c.attributes->>'taskcost.cluster.id' = e.resource_attributes->>'taskcost.cluster.id')"
+        " AS same_cluster,"
+        f" max(abs({latency('time_in_queue')} + {latency('time_in_model_prefill')}"
+        f" + {latency('time_in_model_decode')} - {latency('e2e')})) AS worst_sum_gap,"
+        f" count(*) FILTER (WHERE {latency('e2e')} <= (c.end_ns - c.start_ns) / 1e9) AS within_client,"
+        " (SELECT count(*) FROM llm_calls WHERE deployment = 'self_hosted' AND status = 'ok') AS answered,"
+        " (SELECT arg_max(cluster, tps) FROM speeds) AS fastest, (SELECT arg_min(cluster, tps) FROM speeds) AS slowest,"
+        " (SELECT max(tps) / min(tps) FROM speeds) AS spread,"
+        " (SELECT count(DISTINCT cluster_id) FROM engine_metrics WHERE engine = 'vllm' AND source = 'scrape'"
+        " AND metric = 'prompt_tokens' AND source_metric = 'vllm:prompt_tokens_total') AS scraped_clusters"
+        " FROM spans e LEFT JOIN spans c ON c.trace_id = e.trace_id AND c.span_id = e.parent_span_id"
+        " WHERE e.service_name = 'vllm' AND e.name = 'llm_request' AND e.scope_name = 'vllm.llm_engine'",
+    )
+    # decode speed (output tokens per second of decode): speculation on H100s leads, A100s trail, far apart
+    assert engine.pop("fastest") == "demo-h100-v060-eagle" and engine.pop("slowest").startswith("demo-a100"), engine
+    assert engine.pop("spread") > 2.5
+    assert engine.pop("worst_sum_gap") < 1e-6
+    assert engine.pop("scraped_clusters") == 7  # the server scraped every deployment's /metrics page
+    n = engine.pop("spans")
+    assert n == engine.pop("answered") > 20  # one server span for each call a deployment answered
+    assert engine == dict.fromkeys(engine, n), engine
 
 
 def test_ctrl_c_stops_the_demo_cleanly_and_loses_nothing(tmp_path: Path) -> None:

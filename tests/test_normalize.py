@@ -474,7 +474,7 @@ def test_cache_exclusive_input_is_made_inclusive_with_a_warning() -> None:
     assert ok.llm_calls[0].input_tokens == 2500 and not ok.messages
 
 
-def test_vllm_server_spans_are_self_hosted_calls() -> None:
+def test_vllm_server_spans_are_engine_spans_not_calls() -> None:
     from tests.interop.otlp import S, request
 
     span = S(
@@ -490,11 +490,13 @@ def test_vllm_server_spans_are_self_hosted_calls() -> None:
             "gen_ai.latency.time_to_first_token": 0.08,
         },
     )
-    [call] = normalize_request(request(span)).llm_calls
-    assert (call.input_tokens, call.output_tokens, call.cache_read_tokens, call.ttft_s) == (900, 64, 512, 0.08)
-    assert (call.engine, call.deployment, call.response_model) == (
+    batch = normalize_request(request(span))
+    assert batch.llm_calls == []  # the client's span is the call (tests/test_engine_spans.py)
+    [engine] = batch.engine_spans
+    assert (engine.prompt_tokens, engine.completion_tokens, engine.cached_tokens, engine.ttft_s) == (900, 64, 512, 0.08)
+    assert (engine.engine, engine.request_id, engine.response_model) == (
         "vllm",
-        "self_hosted",
+        "cmpl-abc",
         "meta-llama/Llama-3.1-8B-Instruct",
     )
 

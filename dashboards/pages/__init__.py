@@ -1,7 +1,7 @@
 """One module per page, in the order the navigation lists them. Each has ``register(app, ctx)``."""
 
-from dashboards.pages import breakeven, cache, canary, cost, health, overview, sql, tasks
+from dashboards.pages import breakeven, cache, canary, cost, engines, health, overview, sql, tasks
 
-PAGES = (overview, tasks, cost, cache, canary, breakeven, sql, health)
+PAGES = (overview, tasks, cost, cache, canary, breakeven, engines, sql, health)
 
 __all__ = ["PAGES"]

@@ -21,6 +21,7 @@ from dash import Dash, Input, Output, dcc, html
 from pydantic import ValidationError
 
 from dashboards._charts import rows_of
+from dashboards._context import PageContext
 from dashboards._ui import (
     PageError,
     empty_state,
@@ -31,7 +32,6 @@ from dashboards._ui import (
     stat,
     url_id,
 )
-from dashboards.app import PageContext
 from taskcost.analytics import QUESTIONS, Options, ReadStore, UsageError, dimension_values, format_usd, gpu_offers
 
 __all__ = ["register"]

@@ -32,6 +32,7 @@ from dashboards._charts import (
     time_axis,
     usd,
 )
+from dashboards._context import PageContext
 from dashboards._ui import (
     answer_table,
     empty_state,
@@ -42,7 +43,6 @@ from dashboards._ui import (
     stat,
     url_id,
 )
-from dashboards.app import PageContext
 from taskcost.analytics import DIMENSIONS, QUESTIONS, format_usd
 
 __all__ = ["register"]

@@ -22,6 +22,7 @@ from dash import Dash, Input, Output, html
 
 from dashboards._canary_charts import ARM_COLOURS, distributions
 from dashboards._charts import rows_of
+from dashboards._context import PageContext
 from dashboards._ui import (
     FILTER_DIMENSIONS,
     PageError,
@@ -33,7 +34,6 @@ from dashboards._ui import (
     safe_callback,
     url_id,
 )
-from dashboards.app import PageContext
 from taskcost.analytics import QUESTIONS, Filters, ReadStore, canary_samples, dimension_values, format_usd
 
 __all__ = ["register"]

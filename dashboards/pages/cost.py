@@ -34,6 +34,7 @@ from dashboards._charts import (
     time_axis,
     usd,
 )
+from dashboards._context import PageContext
 from dashboards._per_token_charts import per_token_view
 from dashboards._ui import (
     PageError,
@@ -47,7 +48,6 @@ from dashboards._ui import (
     stat,
     url_id,
 )
-from dashboards.app import PageContext
 from taskcost.analytics import (
     DIMENSIONS,
     QUESTIONS,

@@ -12,8 +12,8 @@ import dash_mantine_components as dmc
 import plotly.graph_objects as go
 from dash import Dash, Input, Output, dcc, html
 
+from dashboards._context import PageContext
 from dashboards._ui import empty_state, page, safe_callback, stat
-from dashboards.app import PageContext
 from taskcost.analytics import (
     QUESTIONS,
     Filters,

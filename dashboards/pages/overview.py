@@ -22,6 +22,7 @@ import dash_mantine_components as dmc
 from dash import Dash, Input, Output, dcc, html
 
 from dashboards._charts import Fig, bucket_for, bucket_of, count, pct, usd
+from dashboards._context import PageContext
 from dashboards._moved import (
     change_count,
     change_money,
@@ -44,7 +45,6 @@ from dashboards._ui import (
     safe_callback,
     stat,
 )
-from dashboards.app import PageContext
 from taskcost.analytics import QUESTIONS, Filters, ReadStore, data_extent, format_usd
 
 __all__ = ["bucket_for", "comparison_windows", "register", "trend_bucket"]

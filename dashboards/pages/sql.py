@@ -12,8 +12,8 @@ import dash_mantine_components as dmc
 import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, dcc, html
 
+from dashboards._context import PageContext
 from dashboards._ui import empty_state, error_box, page, safe_callback, url_id
-from dashboards.app import PageContext
 from taskcost.analytics import RELATIONS, UsageError, run_sql, sql_schema
 
 __all__ = ["register"]

@@ -16,6 +16,7 @@ import dash
 import dash_mantine_components as dmc
 from dash import Dash, Input, Output, html
 
+from dashboards._context import PageContext
 from dashboards._task_view import (
     count,
     dec,
@@ -30,7 +31,6 @@ from dashboards._task_view import (
     when,
 )
 from dashboards._ui import empty_state, filters_from_query, money, page, safe_callback, url_id
-from dashboards.app import PageContext
 from taskcost.analytics import (
     TaskList,
     task_list,

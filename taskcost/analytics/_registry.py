@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from taskcost.analytics import _breakeven, _cache, _canary, _changes, _cost, _per_token, _reconcile
+from taskcost.analytics import _breakeven, _cache, _canary, _changes, _cost, _engines, _per_token, _reconcile
 from taskcost.analytics._question import Question
 
 __all__ = ["QUESTIONS"]
@@ -19,5 +19,6 @@ QUESTIONS: dict[str, Question[Any]] = {
         _breakeven.QUESTION,
         _changes.QUESTION,
         _reconcile.QUESTION,
+        _engines.QUESTION,
     )
 }

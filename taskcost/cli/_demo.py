@@ -7,6 +7,10 @@ and the real ``openai`` / ``anthropic`` clients, against the fake model server (
 loopback port. The server allocates the clusters' GPU-hours by itself a few seconds after each one-minute window
 has ended (as any server does with a clusters file), so self-hosted calls get their share as the demo runs.
 
+The fake server plays seven vLLM deployments of one open model (``taskcost.demo.endpoints``): each sends its own
+server span per request to the service (OTLP/HTTP, parented by the call's ``traceparent``) and serves a Prometheus
+``/metrics`` page, which the server is told to scrape (``TASKCOST_ENGINE_SCRAPE``).
+
 Ctrl-C (or SIGTERM) once: the agents finish the task in hand; twice: they abandon it (the fake model answers the
 calls in flight at once). Then the spans are flushed, the clusters are handed back at the end of the current window,
 the demo waits for that window to end and for the server to allocate it (Ctrl-C again: it does not), and the server
@@ -16,6 +20,7 @@ stops (its writer drained): every span sent is stored, and the summary says so.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -44,6 +49,7 @@ from taskcost.store import QueryError, StoreUnavailableError
 if TYPE_CHECKING:
     from taskcost.demo.fake_llm import FakeLLM
     from taskcost.demo.fleet import Fleet
+    from taskcost.demo.models import SimulatedModels
     from taskcost.pricing import ClusterWindowCost
 
 __all__ = ["demo"]
@@ -115,8 +121,10 @@ class _Server:
         return self.proc.returncode
 
 
-def _start_server(db: Path, port: int, clusters: Path, signals: _Signals) -> _Server:
-    """``taskcost serve`` on the demo database, in a session of its own (the terminal's Ctrl-C goes to the demo)."""
+def _start_server(db: Path, port: int, clusters: Path, signals: _Signals, fake_url: str) -> _Server:
+    """``taskcost serve`` on the demo database, in a session of its own (the terminal's Ctrl-C goes to the demo),
+    told to scrape the fake vLLM deployments' metrics pages."""
+    from taskcost.demo.endpoints import scrape_targets
     from taskcost.demo.models import CLUSTER_WINDOW_S
 
     log = log_path(db)
@@ -126,6 +134,7 @@ def _start_server(db: Path, port: int, clusters: Path, signals: _Signals) -> _Se
         "TASKCOST_CLUSTER_WINDOW_S": str(CLUSTER_WINDOW_S),
         "TASKCOST_ALLOCATE_CLUSTERS": "true",
         "TASKCOST_CLUSTER_ALLOCATION_DELAY_S": str(_ALLOCATION_DELAY_S),
+        "TASKCOST_ENGINE_SCRAPE": json.dumps(scrape_targets(fake_url)),
     }
     cmd = [sys.executable, "-m", "taskcost", "serve", "--db", str(db), "--port", str(port)]
     cmd += ["--host", "127.0.0.1", "--grpc-port", "0"]
@@ -329,8 +338,10 @@ def demo(
 ) -> None:
     """Start the service on its own demo database and feed it live from a simulated fleet of agents (real SDK,
     real openai/anthropic clients, a local fake model server): several task kinds, API and self-hosted endpoints
-    (GPU-hours from a clusters file), two vLLM versions, two GPU types, stable and broken prompt prefixes,
-    retries, failed and abandoned tasks. Prints the dashboard URL; stops after --minutes or on Ctrl-C."""
+    (GPU-hours from a clusters file), one open model on seven vLLM deployments (two versions, two GPU types, fp8
+    and bf16, speculative decoding, a prefill/decode split) that send their own server spans and serve /metrics,
+    stable and broken prompt prefixes, retries, failed and abandoned tasks. Prints the dashboard URL; stops after
+    --minutes or on Ctrl-C."""
     try:
         import taskcost.demo.fleet  # noqa: F401  (the demo extra: taskcost-sdk, openai, anthropic)
         from taskcost.demo.fake_llm import FakeLLM
@@ -356,13 +367,21 @@ def demo(
     periods = rent(earlier, now, now + timedelta(minutes=minutes, seconds=_FINISH_TASKS_S + 60))
     clusters.write_text(clusters_toml(periods))
     signals = _Signals()
+    # the fake vLLM deployments send their server spans to the service (it answers by the time they serve a call)
+    models = SimulatedModels(seed=seed, speed=speed, traces_url=f"http://127.0.0.1:{chosen}/v1/traces")
+    fake = FakeLLM(responder=models, pages=models.pages, record=False).start()
     with signals.installed():
-        server = _start_server(db, chosen, clusters, signals)
-        fake = FakeLLM(responder=SimulatedModels(seed=seed, speed=speed), record=False).start()
+        try:
+            server = _start_server(db, chosen, clusters, signals, fake.url)
+        except BaseException:
+            fake.close()
+            models.close(timeout_s=1.0)
+            raise
         try:
             code = _run(
                 server,
                 fake,
+                models,
                 _Rental(clusters, periods),
                 signals,
                 agents=agents,
@@ -375,6 +394,7 @@ def demo(
             tc.shutdown(timeout_millis=60_000)  # a no-op after a clean run
             tc.uninstrument()
             fake.close()
+            models.close()  # a no-op after a clean run
             stopped = server.stop()
     how = "" if stopped in (0, -signal.SIGTERM) else f" (exit code {stopped}; see {server.log})"
     out.print(
@@ -406,6 +426,7 @@ class _Rental:
 def _run(
     server: _Server,
     fake: FakeLLM,
+    models: SimulatedModels,
     rental: _Rental,
     signals: _Signals,
     *,
@@ -418,6 +439,7 @@ def _run(
     """The fleet against the running server until the time is up or a signal; flush, allocate, report. The exit
     code: 1 when spans were not delivered or the fleet hit a bug."""
     import taskcost_sdk as tc
+    from taskcost.demo.endpoints import SELF_HOSTED_MODEL
     from taskcost.demo.fleet import SERVICE_NAME, Fleet, configure_sdk
 
     fake_url = fake.url
@@ -431,7 +453,7 @@ def _run(
         f"  dashboards  [bold]{server.url}/dash/[/]\n"
         f'  SQL         taskcost sql --db {server.db} "SELECT kind, outcome, count(*) FROM tasks GROUP BY ALL"\n'
         f"  {agents} agents, seed {seed}, speed {speed:g}, for {minutes:g} min; Ctrl-C stops (twice: abandons tasks)\n"
-        f"  fake model server {fake_url}, server log {server.log}",
+        f"  fake model server {fake_url} (vLLM metrics: {fake_url}/<deployment>/metrics), server log {server.log}",
         highlight=False,
     )
     total_s = minutes * 60.0
@@ -481,6 +503,7 @@ def _run(
             flushed = tc.force_flush(timeout_millis=60_000)
             exported = tc.export_stats()
             tc.shutdown(timeout_millis=60_000)
+            engines_flushed = models.close(timeout_s=60.0)
             # the clusters are handed back at the end of this window; once it has ended, the server shares it out
             until = rental.end(datetime.now(UTC))
             presses = signals.count
@@ -501,8 +524,19 @@ def _run(
                 highlight=False,
             )
             code = 1
+        if not engines_flushed:
+            err.print("[bold red]warning:[/] the vLLM deployments' server spans were not all sent", highlight=False)
+            code = 1
         totals = _totals(server, run_like, spans=True) or totals
         _summary(fleet, totals, allocation, exported.exported)
+        out.print(
+            f"engines: {models.engine_spans} vLLM server spans sent by {len(models.deployments)} deployments of "
+            f"{SELF_HOSTED_MODEL} (their /metrics pages are the server's TASKCOST_ENGINE_SCRAPE targets)",
+            highlight=False,
+        )
+        for e in fake.hook_errors:
+            err.print(f"[bold red]error in the fake vLLM deployments:[/] {e}", highlight=False)
+            code = 1
         for e in fleet.stats.errors:
             err.print(f"[bold red]error in the fleet:[/] {e}", highlight=False)
             code = 1

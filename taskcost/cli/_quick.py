@@ -29,7 +29,7 @@ __all__ = ["EXIT_CODES", "FLAGS", "QUESTION_NAMES", "answer_quickly"]
 
 # The registry's names, flags and exit codes, restated so that this path imports neither typer nor pydantic nor the
 # analytics; tests/test_cli_quick.py fails when they differ from taskcost.analytics.QUESTIONS.
-QUESTION_NAMES = ("cost", "per-token", "cache", "canary", "breakeven", "changes", "reconcile")
+QUESTION_NAMES = ("cost", "per-token", "cache", "canary", "breakeven", "changes", "reconcile", "engines")
 # options that take no value (booleans), by question ("": the filters, on every question): name -> default
 FLAGS: dict[str, dict[str, bool]] = {
     "": {"golden": False},

@@ -257,6 +257,7 @@ def open_served(settings: Settings, *, spool: bool) -> Store:
             spool_dir=clickhouse_spool_dir(settings.db) if spool else None,
             spool_max_bytes=settings.spool_max_bytes,
             max_batch_spans=settings.writer_max_batch_spans,
+            query_memory_bytes=settings.server_sql_memory_limit(),
         )
     from taskcost.store import DuckDBStore
 

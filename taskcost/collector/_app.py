@@ -17,6 +17,7 @@ from taskcost.collector._api import api_router
 from taskcost.collector._auth import AuthPolicy, authenticate
 from taskcost.collector._body import BodyGate
 from taskcost.collector._decoders import DecodePool
+from taskcost.collector._engine_scrape import EngineIntake, EngineScraper
 from taskcost.collector._errors import install_error_handlers
 from taskcost.collector._gate import QueryGate
 from taskcost.collector._ingest import Intake, intake_from_settings
@@ -48,10 +49,12 @@ def create_app(
     ``app.state.decoders`` is the decode pool: start it with ``.start()`` and stop it with ``.close()`` (it starts
     by itself on the first request otherwise). ``app.state.cluster_allocation`` allocates the self-hosted clusters'
     windows once they have ended (``allocate_clusters``): it starts with the app's lifespan and stops before the
-    caller's ``lifespan`` ends (which may close the store); its ``status()`` is in /readyz. ``app.state.auth`` says
-    whether a key is required (the ``auth`` setting and the store's keys: ``AuthPolicy``). A request body is read
-    only after the caller's key was checked, and only up to ``api_max_body_bytes`` (``BodyGate``; ``body_limits``:
-    other limits by path prefix; OTLP intake has ``max_body_bytes``)."""
+    caller's ``lifespan`` ends (which may close the store); its ``status()`` is in /readyz.
+    ``app.state.engine_scraper`` scrapes the ``engine_scrape`` targets (a thread, from the app's start to its stop,
+    when there are any). ``app.state.auth`` says whether a key is required (the ``auth`` setting and the store's
+    keys: ``AuthPolicy``). A request body is read only after the caller's key was checked, and only up to
+    ``api_max_body_bytes`` (``BodyGate``; ``body_limits``: other limits by path prefix; OTLP intake has
+    ``max_body_bytes``)."""
     admin_token = admin_token or settings.admin_token
     intake = intake_from_settings(settings) if intake is None else intake
     # the pricing endpoints re-price with what intake prices with: one source
@@ -71,6 +74,8 @@ def create_app(
                 await stack.enter_async_context(lifespan(app))
             allocation.start()
             stack.callback(allocation.stop)  # first: the caller's lifespan may close the store
+            scraper.start()
+            stack.callback(scraper.stop)
             yield
 
     app = FastAPI(
@@ -105,6 +110,9 @@ def create_app(
 
     metrics = Metrics(store)
     store.on_commit = metrics.on_commit
+    engines = EngineIntake.of(metrics, settings)  # one series cap for HTTP, gRPC and the scraper
+    # the engine_scrape targets, scraped from the app's start to its stop (none: no thread)
+    scraper = EngineScraper(store, [] if store.read_only else settings.engine_scrape, engines)
     decoders = (
         DecodePool(settings, store.arrow_schemas, settings.decode_workers)  # started by the caller or on first use
         if settings.decode_workers and not store.read_only
@@ -120,6 +128,7 @@ def create_app(
             intake=intake,
             metrics=metrics,
             decoders=decoders,
+            engines=engines,
         )
     )
     app.include_router(
@@ -144,4 +153,5 @@ def create_app(
     app.state.sql_gate = gate
     app.state.intake = intake
     app.state.cluster_allocation = allocation
+    app.state.engine_scraper = scraper
     return app

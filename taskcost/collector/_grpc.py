@@ -16,6 +16,10 @@ them, as HTTP bodies are), the same store, and the spec's answers in gRPC terms:
   of the wrong kind PERMISSION_DENIED; the key decides the project.
 
 OK is answered only after the batch is committed.
+
+`opentelemetry.proto.collector.metrics.v1.MetricsService/Export` on the same port takes engine metrics (docs/schema.md,
+`engine_metrics`) with the same key check and answers; a request whose every data point was refused is
+INVALID_ARGUMENT (HTTP's 400), some refused: OK with `partial_success.rejected_data_points`.
 """
 
 from __future__ import annotations
@@ -29,9 +33,12 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from taskcost.collector._decoders import DecodersUnavailable
+from taskcost.collector._engine_metrics import decode_metrics_request, samples_from_otlp
+from taskcost.collector._engine_scrape import EngineIntake, metrics_export_response
 from taskcost.collector._ingest import (
     OUT_OF_MEMORY,
     RETRY_AFTER_S,
@@ -43,19 +50,21 @@ from taskcost.collector._ingest import (
 )
 from taskcost.normalize import DecodedTooLarge, DecodeError
 from taskcost.settings import Settings
-from taskcost.store import Store
+from taskcost.store import DEFAULT_PROJECT, Store
 
 if TYPE_CHECKING:
     from taskcost.collector._auth import AuthPolicy
     from taskcost.collector._decoders import DecodePool
     from taskcost.collector._metrics import Metrics
 
-__all__ = ["EXPORT_METHOD", "GrpcReceiver", "ingest_key_check", "start_grpc_server"]
+__all__ = ["EXPORT_METHOD", "METRICS_EXPORT_METHOD", "GrpcReceiver", "ingest_key_check", "start_grpc_server"]
 
 log = logging.getLogger("taskcost.collector")
 
 SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
 EXPORT_METHOD = f"/{SERVICE}/Export"
+METRICS_SERVICE = metrics_service_pb2.DESCRIPTOR.services_by_name["MetricsService"].full_name
+METRICS_EXPORT_METHOD = f"/{METRICS_SERVICE}/Export"
 WORKERS = 4  # threads answering Export calls; the single store writer is the bottleneck anyway
 MAX_CONCURRENT_RPCS = 64  # beyond this grpc answers RESOURCE_EXHAUSTED at once (bounded memory)
 COMMIT_WAIT_S = 60.0  # longest wait for the store's commit when the client set no deadline
@@ -161,6 +170,63 @@ class _TraceService:
         return bytes(export_response(ingested).SerializeToString())
 
 
+def _caller_project(authenticate: Authenticate | None, context: grpc.ServicerContext) -> str | None:
+    """The project the call's key may write to (None: the default), or the call is aborted."""
+    if authenticate is None:
+        return None
+    metadata = {k.lower(): v for k, v in context.invocation_metadata() if isinstance(v, str)}
+    try:
+        return authenticate(metadata)
+    except PermissionError as exc:
+        code = exc.code if isinstance(exc, _Refused) else grpc.StatusCode.UNAUTHENTICATED
+        context.abort(code, str(exc) or "unauthenticated")
+    return None  # (not reached: abort raises)
+
+
+class _MetricsService:
+    """``MetricsService/Export``: engine metrics (docs/schema.md, ``engine_metrics``), answered as traces are; a
+    request whose every data point was refused is INVALID_ARGUMENT (the HTTP route's 400)."""
+
+    def __init__(self, store: Store, settings: Settings, authenticate: Authenticate | None, engines: EngineIntake):
+        from taskcost.collector._ingest import limits_from_settings
+
+        self.store = store
+        self.limits = limits_from_settings(settings)
+        self.authenticate = authenticate
+        self.engines = engines
+
+    def export(self, body: bytes, context: grpc.ServicerContext) -> bytes:
+        project = _caller_project(self.authenticate, context) or DEFAULT_PROJECT
+        try:
+            parsed = samples_from_otlp(decode_metrics_request(body, protobuf=True, limits=self.limits))
+        except DecodedTooLarge as exc:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        except MemoryError:
+            context.abort_with_status(unavailable_status(OUT_OF_MEMORY))
+        except DecodeError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except RecursionError:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "request is nested too deeply to decode")
+        batch, over = self.engines.batch(parsed, project=project, source="otlp")
+        if parsed.rejected and not parsed.samples:
+            why = "; ".join(parsed.messages)
+            stored = f"no data point of this request could be stored ({parsed.rejected})"
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{stored}: {why}")
+        if over:
+            parsed.rejected += over
+            parsed.messages.append(f"{over} sample(s) over the project's series cap (engine_max_series)")
+        if batch is not None:
+            remaining = context.time_remaining()
+            wait = COMMIT_WAIT_S if remaining is None else max(0.0, min(remaining, COMMIT_WAIT_S))
+            try:
+                self.store.submit(batch).result(timeout=wait)
+            except Exception as exc:
+                log.error("gRPC batch of %d engine metric samples not committed: %s", batch.sample_count, exc)
+                context.abort_with_status(unavailable_status(STORE_FAILED))
+            self.engines.stored(batch)
+        return bytes(metrics_export_response(parsed).SerializeToString())
+
+
 class GrpcReceiver:
     """A running OTLP/gRPC receiver. `stop(grace)` refuses new calls and lets running ones finish for `grace` s."""
 
@@ -207,9 +273,13 @@ def start_grpc_server(
         # no (de)serializers: the body is decoded by the shared path, so undecodable input is INVALID_ARGUMENT
         {"Export": grpc.unary_unary_rpc_method_handler(service.export)},
     )
+    engine_metrics = _MetricsService(store, settings, check, EngineIntake.of(metrics, settings))
+    metrics_handler = grpc.method_handlers_generic_handler(
+        METRICS_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(engine_metrics.export)}
+    )
     server = grpc.server(
         ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="taskcost-grpc"),
-        handlers=[handler],
+        handlers=[handler, metrics_handler],
         options=[
             ("grpc.max_receive_message_length", settings.max_body_bytes),
             ("grpc.max_send_message_length", 4 * 1024 * 1024),

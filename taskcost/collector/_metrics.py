@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from taskcost.store import CommitInfo, Store
@@ -68,6 +70,22 @@ class Metrics:
         self.sql_refused = Counter(
             "taskcost_sql_refused", "SQL queries answered 429: every query slot and queue place taken", registry=r
         )
+
+        self.engine_samples = Counter(
+            "taskcost_engine_samples",
+            "Engine metric samples (a scrape or OTLP metrics) by what became of them: stored; rejected (not a "
+            "sample: no number, not finite, a negative counter...); over_series_cap (dropped: the project has "
+            "engine_max_series series); ignored (a name taskcost does not map)",
+            ["outcome"],
+            registry=r,
+        )
+        self.engine_scrapes = Counter(
+            "taskcost_engine_scrapes",
+            "Scrapes of the engine_scrape targets, by cluster and outcome (ok, failed)",
+            ["cluster_id", "outcome"],
+            registry=r,
+        )
+        self.engine_series: Any = None  # the engine series cap the receivers share (``EngineIntake.of``)
 
     def on_limits(self, cut: tuple[int, int, int]) -> None:
         """Count what the intake limits cut in one request: (attributes dropped, events dropped, values truncated)."""

@@ -1,4 +1,4 @@
-"""OTLP/HTTP trace intake: POST /v1/traces, protobuf or JSON, optionally gzip/deflate.
+"""OTLP/HTTP intake: POST /v1/traces, and POST /v1/metrics (engine metrics), protobuf or JSON, optionally gzip/deflate.
 
 A 200 is sent once the batch is durable: fsynced to the intake spool (the default; the writer commits it to DuckDB
 behind it, and a restart replays it), or committed to DuckDB with ``spool = false``. An acknowledged span survives
@@ -16,10 +16,13 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from google.protobuf import json_format
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
 
 from taskcost.collector._auth import AuthPolicy, authenticate
 from taskcost.collector._body import read_body
 from taskcost.collector._decoders import DecodePool, DecodersUnavailable
+from taskcost.collector._engine_metrics import Parsed, decode_metrics_request, samples_from_otlp
+from taskcost.collector._engine_scrape import EngineIntake, metrics_export_response
 from taskcost.collector._errors import PROTOBUF, ApiError
 from taskcost.collector._ingest import (
     OUT_OF_MEMORY,
@@ -32,8 +35,8 @@ from taskcost.collector._ingest import (
     store_schemas,
 )
 from taskcost.collector._metrics import Metrics
-from taskcost.normalize import DecodedTooLarge, DecodeError
-from taskcost.store import Store, StoreBusyError
+from taskcost.normalize import DecodedTooLarge, DecodeError, IntakeLimits
+from taskcost.store import DEFAULT_PROJECT, Store, StoreBusyError
 
 __all__ = ["otlp_router"]
 
@@ -112,6 +115,7 @@ def otlp_router(
     intake: Intake,
     metrics: Metrics,
     decoders: DecodePool | None = None,
+    engines: EngineIntake | None = None,
 ) -> APIRouter:
     """Back-pressure, in two steps: a request first waits (up to ``backpressure_wait_s``) for one of
     ``max_inflight`` decoding slots -- its body stays unread, in the client's socket -- then, decoded,
@@ -119,6 +123,7 @@ def otlp_router(
     so a client within its usual 10 s export deadline is slowed down rather than turned away."""
     router = APIRouter()
     inflight = asyncio.Semaphore(max_inflight)
+    engines = engines or EngineIntake(10_000, metrics)
 
     async def acquire_slot() -> None:
         if not inflight.locked():
@@ -179,4 +184,71 @@ def otlp_router(
                 raise ApiError(503, STORE_FAILED, headers={"Retry-After": str(RETRY_AFTER_S)}) from None
         return _response(ctype, ingested)
 
+    @router.post("/v1/metrics", include_in_schema=False)
+    async def export_metrics(request: Request) -> Response:
+        """Engine metrics (docs/schema.md, ``engine_metrics``): the same checks, limits and answers as traces."""
+        caller = authenticate(auth, request, "ingest")  # before the body is read
+        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if ctype not in (PROTOBUF, JSON):
+            raise ApiError(415, f"unsupported Content-Type {ctype or '(none)'!r}; send {PROTOBUF} or {JSON}")
+        project = caller.project or DEFAULT_PROJECT
+        await acquire_slot()
+        future = batch = None
+        try:
+            body = await read_body(request, max_body_bytes)
+            body = _inflate(body, request.headers.get("content-encoding", "").strip().lower(), max_body_bytes)
+            work = functools.partial(_parse_metrics, body, ctype == PROTOBUF, intake.rules.limits)
+            try:
+                parsed = await asyncio.get_running_loop().run_in_executor(decode_executor(), work)
+            except DecodedTooLarge as exc:
+                metrics.limited.labels("requests_too_large").inc()
+                raise ApiError(413, str(exc)) from None
+            except DecodeError as exc:
+                raise ApiError(400, str(exc)) from None
+            except RecursionError:
+                raise ApiError(400, "body is nested too deeply to decode") from None
+            except MemoryError:
+                raise ApiError(503, OUT_OF_MEMORY, headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+            batch, over = engines.batch(parsed, project=project, source="otlp")  # (counts what was refused)
+            if parsed.rejected and not parsed.samples:
+                why = "; ".join(parsed.messages)
+                raise ApiError(400, f"no data point of this request could be stored ({parsed.rejected}): {why}")
+            if over:
+                parsed.rejected += over
+                parsed.messages.append(f"{over} sample(s) over the project's series cap (engine_max_series)")
+            if batch is not None:
+                try:
+                    future = store.submit(batch)
+                except StoreBusyError:
+                    metrics.throttled.labels("queue_full").inc()
+                    try:
+                        future = await run_in_threadpool(store.submit, batch, backpressure_wait_s)
+                    except StoreBusyError as exc:
+                        metrics.refused.labels("queue_full").inc()
+                        raise ApiError(
+                            503, f"{exc}; nothing of this batch was kept, retry shortly", headers=_BUSY
+                        ) from None
+        finally:
+            inflight.release()
+        if future is not None and batch is not None:
+            try:
+                await asyncio.wrap_future(future)
+            except Exception as exc:
+                log.error("batch of %d engine metric samples not committed: %s", batch.sample_count, exc)
+                metrics.refused.labels("store_failed").inc()
+                raise ApiError(503, STORE_FAILED, headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+            engines.stored(batch)
+        return _metrics_response(ctype, metrics_export_response(parsed))
+
     return router
+
+
+def _parse_metrics(body: bytes, protobuf: bool, limits: IntakeLimits) -> Parsed:
+    return samples_from_otlp(decode_metrics_request(body, protobuf=protobuf, limits=limits))
+
+
+def _metrics_response(ctype: str, msg: ExportMetricsServiceResponse) -> Response:
+    if ctype == PROTOBUF:
+        return Response(msg.SerializeToString(), media_type=PROTOBUF)
+    body = json_format.MessageToJson(msg, indent=None) if msg.ByteSize() else "{}"
+    return Response(body, media_type=JSON)

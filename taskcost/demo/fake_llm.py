@@ -9,7 +9,9 @@ the ``responder`` chooses the step from the request (default: a plain ``Reply()`
 provider's wire format: what the caller writes is exactly what the provider would send (Anthropic's
 ``input_tokens`` exclusive of cache, OpenAI's ``prompt_tokens`` inclusive of ``cached_tokens``). Every request is
 recorded (headers and JSON body) unless ``record=False``. Routes are matched on the path's end, so one server can
-stand for several endpoints under different path prefixes (``/vllm/v1/chat/completions``).
+stand for several endpoints under different path prefixes (``/vllm/v1/chat/completions``). A GET is answered by
+``pages`` (a path -> content type and body, or None: 404), e.g. an engine's ``/metrics``; a ``Reply`` may carry
+``on_done``, told when its answer was sent (or cut short), e.g. to record what an engine would after a request.
 
     with FakeLLM() as llm:
         llm.script(Fault(429, retry_after_ms=5), Reply(usage={...}))
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Drop", "Fault", "FakeLLM", "Received", "Reply", "Responder", "Stall", "Step", "api_of"]
+__all__ = ["Drop", "Fault", "FakeLLM", "Pages", "Received", "Reply", "Responder", "Stall", "Step", "api_of"]
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -57,6 +59,10 @@ class Reply:
     chunks: int = 3  # content pieces of a streamed answer
     response_id: str | None = None
     cut_after: int | None = None  # drop the connection after this many stream events (a broken stream)
+    # called once the answer is written: (epoch seconds just before its last part was written, after every delay;
+    # whether it was sent whole at its own pace: False when the connection broke or was cut, or when hurry() skipped
+    # its delays)
+    on_done: Callable[[float, bool], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,9 @@ class Received:
 Responder = Callable[[Received], Step]
 """Chooses the answer to a request when no scripted step is queued (called on the request's own thread)."""
 
+Pages = Callable[[str], tuple[str, bytes] | None]
+"""Answers a GET: the path -> (content type, body), or None (404)."""
+
 
 class FakeLLM:
     """The server. Use as a context manager (or ``start()`` / ``close()``); ``openai_url`` and ``anthropic_url``
@@ -129,12 +138,15 @@ class FakeLLM:
         port: int = 0,
         responder: Responder | None = None,
         record: bool = True,
+        pages: Pages | None = None,
     ) -> None:
         self._script: deque[Step] = deque()
         self._lock = threading.Lock()
         self.received: list[Received] = []
         self.responder = responder
         self.record = record
+        self.pages = pages
+        self.hook_errors: list[str] = []  # what a page or an on_done hook raised (the client got its answer anyway)
         self._server = _QuietServer((host, port), _handler_for(self))
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), name="fake-llm", daemon=True)
         self._started = self._closed = False
@@ -246,6 +258,25 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no delayed-ACK stalls
 
+    def do_GET(self) -> None:
+        pages = self.server_llm.pages
+        try:
+            page = pages(self.path) if pages is not None else None
+        except Exception as exc:  # a page bug: a 500 the scraper sees, never a hung connection
+            self.server_llm.hook_errors.append(f"GET {self.path}: {exc!r}")
+            self._json(500, {"error": {"message": f"fake page failed: {exc!r}", "type": "api_error"}})
+            return
+        if page is None:
+            self._json(404, {"error": {"message": f"no page {self.path}", "type": "not_found"}})
+            return
+        content_type, data = page
+        self.send_response(200)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -280,12 +311,23 @@ class _Handler(BaseHTTPRequestHandler):
         model = step.model or str(request.get("model", "model"))
         rid = step.response_id or f"{'msg' if api == 'messages' else 'resp' if api == 'responses' else 'chatcmpl'}_{n}"
         if request.get("stream"):
-            self._sse(_EVENTS[api](step, request, model, rid), step)
+            last = self._sse(_EVENTS[api](step, request, model, rid), step)
         else:
             wait = step.first_token_delay + step.chunk_delay * max(0, len(_pieces(step.text, step.chunks)) - 1)
             if wait > 0:
                 self.server_llm.pause(wait)
-            self._json(200, _BODIES[api](step, request, model, rid))
+            last = time.time()
+            try:
+                self._json(200, _BODIES[api](step, request, model, rid))
+            except (BrokenPipeError, ConnectionResetError):  # the client hung up
+                self.close_connection = True
+                last = None
+        if step.on_done is not None:
+            whole = last is not None and not self.server_llm._hurry.is_set()
+            try:
+                step.on_done(time.time() if last is None else last, whole)
+            except Exception as exc:  # the answer is out: keep the error for the owner to report
+                self.server_llm.hook_errors.append(f"on_done of {self.path}: {exc!r}")
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -312,7 +354,10 @@ class _Handler(BaseHTTPRequestHandler):
             headers["retry-after-ms"] = str(fault.retry_after_ms)
         self._json(fault.status, payload, headers)
 
-    def _sse(self, events: Iterator[tuple[str | None, Any, float]], step: Reply) -> None:
+    def _sse(self, events: Iterator[tuple[str | None, Any, float]], step: Reply) -> float | None:
+        """Streams the events; returns when the last one was about to be written (epoch seconds), or None when the
+        stream was cut (``cut_after``) or the client hung up."""
+        last = time.time()
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -324,9 +369,10 @@ class _Handler(BaseHTTPRequestHandler):
                 if step.cut_after is not None and index >= step.cut_after:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
-                    return
+                    return None
                 if delay:
                     self.server_llm.pause(delay)
+                last = time.time()
                 text = data if isinstance(data, str) else json.dumps(data)
                 frame = (f"event: {event}\n" if event else "") + f"data: {text}\n\n"
                 chunk = frame.encode()
@@ -336,6 +382,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+            return None
+        return last
 
 
 def _pieces(text: str, n: int) -> list[str]:

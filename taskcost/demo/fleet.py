@@ -14,7 +14,9 @@ Four task kinds (``code_review``, ``bug_fix``, ``report``, ``triage``), eight ag
 | demo-reporter-sonnet | report | Anthropic, claude-sonnet-4-5 | stable |
 | demo-triager-mini | triage | OpenAI chat, gpt-4o-mini | stable |
 
-Self-hosted agents send two tasks in three to vLLM 0.6.0 and one to the 0.7.0 canary of the same GPU type.
+Self-hosted agents send their tasks in turn to the deployments of their pool (``endpoints.POOLS``): on H100s, vLLM
+0.6.0 with fp8 weights, its 0.7.0 canary, 0.6.0 with EAGLE speculation, 0.6.0 with bf16 weights, and a 0.7.0
+prefill/decode split; on A100s, 0.6.0 two tasks in three and the 0.7.0 canary one.
 Documents, answers and tool times are drawn from lognormal distributions. What goes wrong, by chance: 429s and
 5xx the clients retry (each attempt a span), calls that fail after their retries (the task fails), answers that are
 not the JSON asked for (the agent retries with ``t.retry(reason="invalid_json")``; still bad twice: failed), fixes
@@ -42,7 +44,8 @@ import anthropic
 import openai
 
 import taskcost_sdk as tc
-from taskcost.demo.models import ENDPOINTS, SELF_HOSTED_MODEL, Endpoint, filler, infra_profiles
+from taskcost.demo.endpoints import ENDPOINTS, POOLS, SELF_HOSTED_MODEL, Endpoint, infra_profiles
+from taskcost.demo.models import filler
 
 __all__ = [
     "DEMO_RESOURCE",
@@ -65,7 +68,7 @@ API = Literal["chat", "responses", "messages"]
 class AgentSpec:
     name: str
     kind: str
-    route: str  # an endpoint name, or "h100" / "a100": a self-hosted pool (vLLM 0.6.0, one task in three on 0.7.0)
+    route: str  # an endpoint name, or "h100" / "a100": a pool of self-hosted deployments (endpoints.POOLS)
     model: str
     stable_prefix: bool
     stream: bool = False
@@ -245,8 +248,8 @@ class _Agent:
     def endpoint(self, n: int) -> Endpoint:
         if self.spec.route in ENDPOINTS:
             return ENDPOINTS[self.spec.route]
-        version = "v070" if n % 3 == 1 else "v060"  # the canary takes one task in three
-        return ENDPOINTS[f"vllm-{self.spec.route}-{version}"]
+        pool = POOLS[self.spec.route]  # one task each, in turn; replicas of an agent start further along
+        return ENDPOINTS[pool[(n + self.index // len(ROSTER)) % len(pool)]]
 
     def client(self, endpoint: Endpoint) -> Any:
         if endpoint.name not in self._clients:

@@ -1,4 +1,5 @@
-"""The demo's simulated model endpoints: two paid APIs and four self-hosted vLLM deployments, one fake server.
+"""The demo's simulated model endpoints (``endpoints``: two paid APIs, and one open model on seven vLLM deployments),
+served by one fake server.
 
 Every endpoint is a path prefix on the one ``FakeLLM`` (``/openai/v1``, ``/anthropic``, ``/vllm-h100-v060/v1``, ...).
 ``SimulatedModels`` is its responder: it answers each request as that endpoint would, from the request itself:
@@ -10,13 +11,16 @@ Every endpoint is a path prefix on the one ``FakeLLM`` (``/openai/v1``, ``/anthr
   system prompt) never is. OpenAI caches automatically from 1,024 tokens in steps of 128; Anthropic only up to a block
   marked ``cache_control`` (written at the 1.25x rate, read at 0.1x); vLLM's automatic prefix caching in blocks of 16;
 - **latency**: time to first token from queueing and prefill of the uncached input, then decoding at the engine's
-  speed, with lognormal jitter; vLLM 0.7.0 decodes faster than 0.6.0 (a better median, cheaper per token on GPU-hours)
-  but preempts long generations often (a worse p95 and p99, and time to first token);
+  speed, with lognormal jitter; a vLLM deployment's speed follows its GPU, weights, topology, speculation, version
+  and the requests it has in flight (see ``endpoints``);
+- **the engine's own view**: each vLLM deployment (``_vllm.VLLMDeployment``) counts what it served on its
+  ``/metrics`` page (``pages``) and, given an OTLP endpoint, sends its server span per request;
 - **faults**: ``x-demo-faults`` lists what the attempts of a call meet, by the client's retry count
   (``x-stainless-retry-count``): ``rate_limit`` (429), ``overloaded`` (529 at Anthropic, 503 elsewhere),
   ``server_error`` (500); ``x-demo-answer: invalid`` makes an answer that is not the JSON asked for.
 
-Standard library only. ``speed`` divides every latency (a quicker demo; 1 is real time).
+The standard library and prometheus-client; OpenTelemetry's SDK (the demo extra) when engine spans are sent.
+``speed`` divides every latency (a quicker demo; 1 is real time).
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ import time
 import tomllib
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
+from taskcost.demo._vllm import METRICS_CONTENT_TYPE, Drafts, Served, VLLMDeployment
+from taskcost.demo.endpoints import ENDPOINTS, SELF_HOSTED_MODEL, Endpoint, Engine, infra_profiles
 from taskcost.demo.fake_llm import Fault, Received, Reply, Step
 
 __all__ = [
@@ -52,129 +57,8 @@ __all__ = [
     "return_at",
 ]
 
-SELF_HOSTED_MODEL = "llama-3.1-70b-instruct"
 CLUSTER_WINDOW_S = 60  # the demo server allocates GPU-hours per minute (the shortest window allowed)
 CHARS_PER_TOKEN = 4
-
-
-@dataclass(frozen=True)
-class Engine:
-    """How fast an endpoint answers (seconds and tokens per second at speed 1)."""
-
-    queue_s: float  # median wait before prefill starts
-    prefill_tps: float  # uncached input tokens per second
-    decode_tps: float  # output tokens per second (median)
-    jitter: float = 0.25  # lognormal sigma of each request's speed
-    # chance of a stall (preemption, recompute) for a 250-token answer, more for longer ones (at most 0.6): the
-    # request decodes stall_factor times slower
-    stall_p: float = 0.0
-    stall_factor: float = 1.0
-    stall_s: float = 0.0  # and waits this long more before its first token
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    name: str  # the path prefix on the fake server
-    client: Literal["openai", "anthropic"]  # the client library that talks to it
-    cache: Literal["openai", "anthropic", "vllm"]
-    engine: Engine
-    response_models: Mapping[str, str] = field(default_factory=dict)  # requested -> answered (dated snapshot)
-    # self-hosted: the SDK infra profile (taskcost.* tags) and the clusters file entry
-    engine_version: str | None = None
-    gpu_type: str | None = None
-    gpu_count: int | None = None
-    quantization: str | None = None
-    catalogue: str | None = None  # GPU rate: an offer of taskcost's shipped catalogue (`taskcost prices gpus`)
-
-    @property
-    def self_hosted(self) -> bool:
-        return self.engine_version is not None
-
-    @property
-    def cluster_id(self) -> str:
-        return f"demo-{self.name.removeprefix('vllm-')}"
-
-    def base_url(self, fake_url: str) -> str:
-        return f"{fake_url}/{self.name}" + ("/v1" if self.client == "openai" else "")
-
-    def profile(self) -> dict[str, Any]:
-        """The SDK's infra profile for this endpoint's base URL."""
-        if not self.self_hosted:
-            return {"deployment": "api"}
-        return {
-            "provider": "vllm",
-            "engine": "vllm",
-            "engine_version": self.engine_version,
-            "quantization": self.quantization,
-            "gpu_type": self.gpu_type,
-            "gpu_count": self.gpu_count,
-            "cluster_id": self.cluster_id,
-            "deployment": "self_hosted",
-            "container_image_name": "vllm/vllm-openai",
-            "container_image_tags": [f"v{self.engine_version}"],
-            "k8s_cluster_name": "demo-gpu",
-            "cloud_region": "demo-region-1",
-        }
-
-
-_OPENAI = Engine(queue_s=0.25, prefill_tps=25_000, decode_tps=85, jitter=0.3, stall_p=0.02, stall_factor=2.0)
-_ANTHROPIC = Engine(queue_s=0.45, prefill_tps=20_000, decode_tps=65, jitter=0.3, stall_p=0.02, stall_factor=2.0)
-# vLLM 0.7.0 against 0.6.0: it decodes two thirds faster (more tokens per GPU-second: cheaper per token on GPU-hours,
-# and a better median), but preempts long generations far more often and recomputes them: the p95 and p99 of its
-# calls, and of its time to first token, get worse (the regression a canary should catch)
-_H100_060 = Engine(queue_s=0.05, prefill_tps=9_000, decode_tps=48, jitter=0.15, stall_p=0.01, stall_factor=1.3)
-_H100_070 = Engine(
-    queue_s=0.05, prefill_tps=11_000, decode_tps=80, jitter=0.15, stall_p=0.12, stall_factor=2.5, stall_s=2.0
-)
-_A100_060 = Engine(queue_s=0.08, prefill_tps=5_000, decode_tps=32, jitter=0.15, stall_p=0.01, stall_factor=1.3)
-_A100_070 = Engine(
-    queue_s=0.08, prefill_tps=6_000, decode_tps=53, jitter=0.15, stall_p=0.12, stall_factor=2.5, stall_s=2.5
-)
-
-
-def _vllm(name: str, engine: Engine, version: str, gpu: str, count: int, quant: str, catalogue: str) -> Endpoint:
-    return Endpoint(
-        name,
-        "openai",
-        "vllm",
-        engine,
-        engine_version=version,
-        gpu_type=gpu,
-        gpu_count=count,
-        quantization=quant,
-        catalogue=catalogue,
-    )
-
-
-ENDPOINTS: dict[str, Endpoint] = {
-    e.name: e
-    for e in (
-        Endpoint(
-            "openai",
-            "openai",
-            "openai",
-            _OPENAI,
-            {"gpt-4o": "gpt-4o-2024-08-06", "gpt-4o-mini": "gpt-4o-mini-2024-07-18"},
-        ),
-        Endpoint(
-            "anthropic",
-            "anthropic",
-            "anthropic",
-            _ANTHROPIC,
-            {"claude-sonnet-4-5": "claude-sonnet-4-5-20250929", "claude-haiku-4-5": "claude-haiku-4-5-20251001"},
-        ),
-        # the 0.7.0 canaries take a third of the traffic on half the GPUs of the 0.6.0 deployments
-        _vllm("vllm-h100-v060", _H100_060, "0.6.0", "H100-SXM", 2, "fp8", "lambda-8x-h100-sxm"),
-        _vllm("vllm-h100-v070", _H100_070, "0.7.0", "H100-SXM", 1, "fp8", "lambda-8x-h100-sxm"),
-        _vllm("vllm-a100-v060", _A100_060, "0.6.0", "A100-80GB", 4, "bf16", "lambda-8x-a100-80gb-sxm"),
-        _vllm("vllm-a100-v070", _A100_070, "0.7.0", "A100-80GB", 2, "bf16", "lambda-8x-a100-80gb-sxm"),
-    )
-}
-
-
-def infra_profiles(fake_url: str) -> dict[str, dict[str, Any]]:
-    """``tc.configure(infra_profiles=...)``: every endpoint's base URL on the fake server and its infra tags."""
-    return {e.base_url(fake_url): e.profile() for e in ENDPOINTS.values()}
 
 
 Period = tuple[datetime, datetime]
@@ -233,6 +117,13 @@ def _toml_time(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _described(e: Endpoint) -> str:
+    """``vLLM 0.6.0, fp8, TP2, EAGLE``: what the clusters file's comment says of a deployment."""
+    topology = f"prefill/decode split, TP{e.tensor_parallel} each" if e.pd_split else f"TP{e.tensor_parallel}"
+    spec = f", {e.speculation.method} ({e.speculation.tokens} draft tokens)" if e.speculation else ""
+    return f"vLLM {e.engine_version}, {e.quantization}, {topology}{spec}"
+
+
 def clusters_toml(periods: Sequence[Period]) -> str:
     """The clusters file of the self-hosted endpoints (docs/pricing.md, "Self-hosted clusters"): each cluster rented
     for the given periods (the demo's runs), so that idle GPU-hours are counted while the demo runs and not between
@@ -249,7 +140,7 @@ def clusters_toml(periods: Sequence[Period]) -> str:
             lines += [
                 "",
                 "[[clusters]]",
-                f'id = "{e.cluster_id}"  # vLLM {e.engine_version}, {e.quantization}',
+                f'id = "{e.cluster_id}"  # {_described(e)}',
                 f'gpu_type = "{e.gpu_type}"',
                 f"gpu_count = {e.gpu_count}",
                 f'catalogue = "{e.catalogue}"',
@@ -413,9 +304,11 @@ _FAULTS = {"rate_limit": 429, "server_error": 500}
 
 
 class SimulatedModels:
-    """The fake server's responder for the demo endpoints (see the module docstring). Thread-safe."""
+    """The fake server's responder for the demo endpoints (see the module docstring), and its ``pages`` (each vLLM
+    deployment's ``/metrics``). With ``traces_url`` (an OTLP/HTTP traces endpoint), each vLLM deployment sends its
+    server spans there; ``close()`` sends the last ones. Thread-safe."""
 
-    def __init__(self, seed: int = 0, speed: float = 1.0) -> None:
+    def __init__(self, seed: int = 0, speed: float = 1.0, *, traces_url: str | None = None) -> None:
         if speed <= 0:
             raise ValueError("speed must be positive")
         self.speed = speed
@@ -424,6 +317,42 @@ class SimulatedModels:
         self._lock = threading.Lock()
         self.answered = 0
         self.faults = 0
+        self.deployments = {
+            e.name: VLLMDeployment(
+                cluster_id=e.cluster_id,
+                model=SELF_HOSTED_MODEL,
+                version=str(e.engine_version),
+                kv_cache_tokens=e.kv_cache_tokens,
+                speculation=e.speculation,
+                traces_url=traces_url,
+                resource={
+                    "service.name": "vllm",
+                    "service.version": str(e.engine_version),
+                    "deployment.environment.name": "demo",
+                    "taskcost.cluster.id": e.cluster_id,
+                    "taskcost.engine.name": "vllm",
+                    "taskcost.engine.version": str(e.engine_version),
+                },
+            )
+            for e in ENDPOINTS.values()
+            if e.self_hosted
+        }
+
+    @property
+    def engine_spans(self) -> int:
+        """Server spans the vLLM deployments ended so far."""
+        return sum(d.spans for d in self.deployments.values())
+
+    def pages(self, path: str) -> tuple[str, bytes] | None:
+        """``FakeLLM(pages=...)``: ``/<deployment>/metrics`` is that vLLM deployment's Prometheus page."""
+        parts = path.split("?")[0].strip("/").split("/")
+        deployment = self.deployments.get(parts[0]) if len(parts) == 2 and parts[1] == "metrics" else None
+        return None if deployment is None else (METRICS_CONTENT_TYPE, deployment.metrics_page())
+
+    def close(self, timeout_s: float = 30.0) -> bool:
+        """Send the engine spans still queued; False when some could not be sent in time."""
+        closed = [d.close(timeout_s) for d in self.deployments.values()]  # every one, not up to the first failure
+        return all(closed)
 
     def _random(self) -> random.Random:
         with self._lock:
@@ -460,25 +389,73 @@ class SimulatedModels:
         finish = "length" if isinstance(limit, int) and 0 < limit < wanted else None
         if finish and api == "messages":
             finish = "max_tokens"
-        engine = endpoint.engine
-        slow = rng.lognormvariate(0.0, engine.jitter)
-        stall = rng.random() < min(0.6, engine.stall_p * output / 250)
-        ttft = engine.queue_s * rng.lognormvariate(0.0, 0.5) + (total - read) / engine.prefill_tps * slow
-        decode = output / engine.decode_tps * slow
-        if stall:
-            ttft += engine.stall_s
-            decode *= engine.stall_factor
-        pieces = max(1, min(48, output // 12))
         want_json = headers.get("x-demo-answer") in ("json", "invalid")
+        deployment = self.deployments.get(endpoint.name)
+        load = deployment.load() if deployment is not None else 0
+        timing = _timing(endpoint, rng, total - read, output, load, json_answer=want_json)
+        queue, prefill, decode = (t / self.speed for t in timing[:3])
+        pieces = max(1, min(48, output // 12))
         text = _answer_text(rng, output, want_json, headers.get("x-demo-answer") == "invalid")
         with self._lock:
             self.answered += 1
+        served = None
+        if deployment is not None:
+            served = deployment.admit(
+                Served(
+                    deployment,
+                    f"chatcmpl-{rng.getrandbits(128):032x}",
+                    model,
+                    total,
+                    read,
+                    output,
+                    finish or "stop",
+                    request.at,
+                    queue,
+                    prefill,
+                    decode,
+                    preempted=timing[3],
+                    drafts=timing[4],
+                    headers={k: v for k, v in headers.items() if k in ("traceparent", "tracestate")},
+                    params={
+                        "max_tokens": limit if isinstance(limit, int) else None,
+                        "temperature": body.get("temperature", 1.0),
+                        "top_p": body.get("top_p", 1.0),
+                        "n": body.get("n", 1),
+                    },
+                )
+            )
         return Reply(
             text=text,
             model=endpoint.response_models.get(model, model),
             usage=_usage(api, total, read, write, output),
             finish_reason=finish,
-            first_token_delay=ttft / self.speed,
-            chunk_delay=decode / pieces / self.speed,
+            first_token_delay=queue + prefill,
+            chunk_delay=decode / pieces,
             chunks=pieces,
+            response_id=served.request_id if served is not None else None,
+            on_done=served.done if served is not None else None,
         )
+
+
+def _timing(
+    endpoint: Endpoint, rng: random.Random, uncached: int, output: int, load: int, *, json_answer: bool
+) -> tuple[float, float, float, bool, Drafts | None]:
+    """(queue, prefill, decode seconds at speed 1, preempted, speculation's drafts) of one request, with ``load``
+    requests already in flight on its deployment."""
+    engine: Engine = endpoint.engine
+    slow = rng.lognormvariate(0.0, engine.jitter)
+    stall = rng.random() < min(0.6, engine.stall_p * output / 250)
+    queue = engine.queue_s * rng.lognormvariate(0.0, 0.5) + engine.queue_per_request_s * load
+    prefill = uncached / engine.prefill_tps * slow * (1 + engine.prefill_per_request * load) + engine.kv_transfer_s
+    per_token = slow * (1 + engine.decode_per_request * load) / engine.decode_tps
+    spec = endpoint.speculation
+    drafts = None
+    if spec is None:
+        decode = output * per_token
+    else:  # each step emits 1 + the accepted draft tokens, and costs the draft passes too
+        drafts = spec.decode(rng, output, ease=rng.uniform(0.85, 1.05) * (1.15 if json_answer else 1.0))
+        decode = (1 + drafts.steps * spec.step_cost) * per_token
+    if stall:
+        queue += engine.stall_s
+        decode *= engine.stall_factor
+    return queue, prefill, decode, stall, drafts

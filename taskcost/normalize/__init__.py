@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from taskcost.normalize._limits import Cuts, DecodedTooLarge, IntakeLimits
     from taskcost.normalize._normalize import normalize_request
     from taskcost.normalize._records import (
+        EngineSpanRecord,
+        LLMCallEngineRecord,
         LLMCallRecord,
         NormalizedBatch,
         SpanRecord,
@@ -34,7 +36,9 @@ __all__ = [
     "Cuts",
     "DecodeError",
     "DecodedTooLarge",
+    "EngineSpanRecord",
     "IntakeLimits",
+    "LLMCallEngineRecord",
     "LLMCallRecord",
     "NormalizeRules",
     "NormalizedBatch",

@@ -152,6 +152,20 @@ PROVIDER_OTEL_IDS = MappingProxyType(
 # -- vLLM's own server spans -----------------------------------------------------------------------------------------
 VLLM_SCOPE_PREFIX = "vllm"
 VLLM_RESOURCE_MARK = "vllm.instrumenting_module_name"
+VLLM_ENGINE = "vllm"  # the engine of a span of vLLM's shape that names none
+# an engine's server span is never an LLM call (its client's span is): it is an engine-span record (_engine)
+ENGINE_REQUEST_ID = "gen_ai.request.id"
+ENGINE_PROMPT_TOKENS = ("gen_ai.usage.prompt_tokens", N.INPUT_TOKENS)
+ENGINE_COMPLETION_TOKENS = ("gen_ai.usage.completion_tokens", N.OUTPUT_TOKENS)
+ENGINE_CACHED_TOKENS = ("gen_ai.usage.cached_tokens", N.CACHE_READ_TOKENS)
+LATENCY_QUEUE = "gen_ai.latency.time_in_queue"
+LATENCY_TTFT = "gen_ai.latency.time_to_first_token"
+LATENCY_E2E = "gen_ai.latency.e2e"
+LATENCY_PREFILL = "gen_ai.latency.time_in_model_prefill"
+LATENCY_DECODE = "gen_ai.latency.time_in_model_decode"
+LATENCY_INFERENCE = "gen_ai.latency.time_in_model_inference"
+# vLLM sets these two on every request span: either one marks an engine's server span whatever its scope
+ENGINE_SPAN_MARKS = (LATENCY_E2E, LATENCY_QUEUE)
 
 # -- task identity (the default; NormalizeRules makes it configurable) ------------------------------------------------
 DEFAULT_TASK_ID_ATTRIBUTES = (N.TASK_ID, *CONVERSATION_ID)
@@ -187,4 +201,15 @@ READ_NAMES: tuple[str, ...] = (
     LLM_REQUEST_TYPE,
     TRACELOOP_SPAN_KIND,
 )
-"""Every foreign or OTel attribute name the normaliser reads (the `taskcost.*` names are in _names)."""
+"""Every foreign or OTel attribute name the normaliser reads for a call (the `taskcost.*` names are in _names)."""
+
+ENGINE_READ_NAMES: tuple[str, ...] = (
+    ENGINE_REQUEST_ID,
+    LATENCY_QUEUE,
+    LATENCY_TTFT,
+    LATENCY_E2E,
+    LATENCY_PREFILL,
+    LATENCY_DECODE,
+    LATENCY_INFERENCE,
+)
+"""The names an engine's server span is read by (besides the token counts above)."""

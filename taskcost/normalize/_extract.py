@@ -201,7 +201,3 @@ def error_type_from_events(events: Sequence[Span.Event]) -> str | None:
             if isinstance(value, str) and value:
                 return value
     return None
-
-
-def is_vllm_server_span(scope_name: str, resource: dict[str, Any]) -> bool:
-    return scope_name.startswith(C.VLLM_SCOPE_PREFIX) or C.VLLM_RESOURCE_MARK in resource

@@ -65,6 +65,7 @@ _CONTEXT = (
     "cloud_region",
     "service_name",
     "error_type",
+    "engine_detail",
 )
 _MAX_DEPTH = 256
 

@@ -47,6 +47,23 @@ CLUSTER_ID = "taskcost.cluster.id"
 DEPLOYMENT = "taskcost.deployment"
 TOOL_COST = "taskcost.tool.cost_usd"
 DUPLICATE_OF = "taskcost.call.duplicate_of"
+# the engine view (docs/attributes.md): timings the response itself reported (llama.cpp's ``timings``), on the call span
+ENGINE_PREFILL_S = "taskcost.engine.prefill_s"
+ENGINE_DECODE_S = "taskcost.engine.decode_s"
+ENGINE_PREFILL_TOKENS = "taskcost.engine.prefill_tokens"
+ENGINE_CACHED_TOKENS = "taskcost.engine.cached_tokens"
+ENGINE_DECODE_TOKENS = "taskcost.engine.decode_tokens"
+SPEC_DRAFT_TOKENS = "taskcost.spec.draft_tokens"
+SPEC_ACCEPTED_TOKENS = "taskcost.spec.accepted_tokens"
+# ... and the topology and decoding tags (resource or call span, like the GPU type)
+PARALLEL_TENSOR = "taskcost.parallel.tensor"
+PARALLEL_PIPELINE = "taskcost.parallel.pipeline"
+PARALLEL_DATA = "taskcost.parallel.data"
+PD_DISAGGREGATED = "taskcost.pd.disaggregated"
+PD_PREFILL_GPU_TYPE = "taskcost.pd.prefill_gpu_type"
+PD_DECODE_GPU_TYPE = "taskcost.pd.decode_gpu_type"
+SPEC_METHOD = "taskcost.spec.method"
+SPEC_DRAFT_MODEL = "taskcost.spec.draft_model"
 
 # OpenTelemetry's attributes that choose a price variant (the service tier), the response's first; the pricing
 # settings' default (taskcost.pricing.DEFAULT_PRICING_ATTRIBUTES maps them to what they choose; a test pins both)

@@ -7,6 +7,7 @@ response are folded into one call (_fold).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from taskcost.normalize import _conventions as C
 from taskcost.normalize import _extract as X
 from taskcost.normalize import _names as N
 from taskcost.normalize._attrs import MAX_TOKENS, Attrs, attributes_dict, limited, pricing_value, to_money
+from taskcost.normalize._engine import TOPOLOGY_NAMES, Topology, call_engine, engine_span, is_engine_span
 from taskcost.normalize._fold import Candidate, fold_calls
 from taskcost.normalize._limits import (
     ATTRIBUTE_BYTES,
@@ -67,6 +69,7 @@ _CONTEXT_NAMES = frozenset(
         N.CLOUD_REGION,
         N.HARNESS_VERSION,
         N.AGENT_VERSION,
+        *TOPOLOGY_NAMES,
     }
 )
 _MAX_DEPTH = 256
@@ -88,6 +91,7 @@ class _Context:
     cloud_region: str | None
     harness_version: str | None
     agent_version: str | None
+    topology: Topology | None  # the topology and decoding tags (taskcost.parallel.*, taskcost.pd.*, taskcost.spec.*)
 
     @classmethod
     def read(cls, a: Attrs) -> _Context:
@@ -105,6 +109,7 @@ class _Context:
             a.text(N.CLOUD_REGION),
             a.text(N.HARNESS_VERSION),
             a.text(N.AGENT_VERSION),
+            Topology.read(a),
         )
 
 
@@ -118,6 +123,7 @@ class _Resource:
     service: str | None
     shared: _Context
     cost: int  # estimated bytes each span of this resource costs before its own attributes and events
+    vllm: bool  # the resource is vLLM's (its spans are engine server spans)
 
 
 @dataclass(slots=True)
@@ -136,11 +142,13 @@ class _Parsed:
     op: str | None
     role: str | None
     own_task_id: str | None
-    shared: _Context | None  # the resource's context, when the span sets none of _CONTEXT_NAMES itself
+    shared: _Context | None  # the resource's context, when the span sets none of _CONTEXT_NAMES itself (else its own)
 
     @property
     def context(self) -> _Context:
-        return self.shared if self.shared is not None else _Context.read(self.attrs)
+        if self.shared is None:  # read once: a span's call and its task read it both (an odd value warns once)
+            self.shared = _Context.read(self.attrs)
+        return self.shared
 
     @property
     def key(self) -> tuple[str, str]:
@@ -171,6 +179,7 @@ def normalize_request(
             None if service is None else str(service),
             _Context.read(Attrs({}, attrs, out.warn, out.ignore)),
             SPAN_BYTES + ATTRIBUTE_BYTES * len(read) + RESOURCE_COPIES * len(resource_json),
+            C.VLLM_RESOURCE_MARK in attrs,
         )
         for ss in rs.scope_spans:
             scope = ss.scope
@@ -286,6 +295,14 @@ def _parse(
         )
     )
     a = Attrs(span_attrs, res.attributes, out.warn, out.ignore, res.read)
+    shared = res.shared if _CONTEXT_NAMES.isdisjoint(span_attrs) else None
+    if is_engine_span(scope_name, span_attrs, res.vllm):
+        # an engine's own server span: an engine-span record, never an LLM call (its client's span is the call)
+        ctx = shared if shared is not None else _Context.read(a)
+        out.engine_spans.append(
+            engine_span(a, trace_id, span_id, parent_id, (start_ns, end_ns), ctx.engine, ctx.cluster_id, res.service)
+        )
+        return None
     op = X.operation(a)
     return _Parsed(
         span=span,
@@ -302,7 +319,7 @@ def _parse(
         op=op,
         role=X.role(span_attrs, op),
         own_task_id=a.text(*rules.task_id_attributes) if rules.task_id_attributes else None,
-        shared=res.shared if _CONTEXT_NAMES.isdisjoint(span_attrs) else None,
+        shared=shared,
     )
 
 
@@ -395,6 +412,12 @@ def _build(out: NormalizedBatch, rules: NormalizeRules, parsed: list[_Parsed]) -
         out.llm_calls.extend(fold_calls(candidates, parents))
     else:
         out.llm_calls.extend(c.record for c in candidates)
+    for call in out.llm_calls:
+        detail = call.engine_detail
+        if detail is not None:  # keyed by the call it describes (a folded call keeps its first span's key)
+            if detail.span_id != call.span_id:
+                detail = dataclasses.replace(detail, trace_id=call.trace_id, span_id=call.span_id)
+            out.call_engines.append(detail)
 
 
 def _tool_call(p: _Parsed, task_id: str, status: str, error_type: str | None) -> ToolCallRecord:
@@ -468,11 +491,6 @@ def _llm_call(
     attempt = a.integer(N.CALL_ATTEMPT, limit=_MAX_ATTEMPT)
     ctx = p.context
     deployment = ctx.deployment
-    engine = ctx.engine
-    if X.is_vllm_server_span(p.scope_name, a.resource):
-        # vLLM's own server span: the model ran on our GPUs (priced per GPU-hour, not from a price list)
-        engine = engine or "vllm"
-        deployment = deployment or "self_hosted"
     record = LLMCallRecord(
         trace_id=p.trace_id,
         span_id=p.span_id,
@@ -500,7 +518,7 @@ def _llm_call(
         agent_name=X.agent_name(a),
         agent_version=ctx.agent_version,
         harness_version=ctx.harness_version,
-        engine=engine,
+        engine=ctx.engine,
         engine_version=ctx.engine_version,
         quantization=ctx.quantization,
         gpu_type=ctx.gpu_type,
@@ -512,6 +530,7 @@ def _llm_call(
         k8s_cluster_name=ctx.k8s_cluster,
         cloud_region=ctx.cloud_region,
         pricing_attributes=pricing or None,
+        engine_detail=call_engine(a, p.trace_id, p.span_id, ctx.topology),
     )
     (record.prompt_chars, record.stable_prefix_chars, record.prefix_break_block, record.prefix_break_kind) = (
         _prompt_fingerprint(a)

@@ -7,7 +7,15 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["LLMCallRecord", "NormalizedBatch", "SpanRecord", "TaskRecord", "ToolCallRecord"]
+__all__ = [
+    "EngineSpanRecord",
+    "LLMCallEngineRecord",
+    "LLMCallRecord",
+    "NormalizedBatch",
+    "SpanRecord",
+    "TaskRecord",
+    "ToolCallRecord",
+]
 
 _MAX_MESSAGES = 5
 
@@ -81,6 +89,57 @@ class LLMCallRecord:
     stable_prefix_chars: int | None = None
     prefix_break_block: int | None = None
     prefix_break_kind: str | None = None  # taskcost.prompt.block_kinds at the break: system, tools, user, ...
+    # the call's engine timings and topology tags, when it has any (stored as its own row: LLMCallEngineRecord)
+    engine_detail: LLMCallEngineRecord | None = field(default=None, metadata={"column": False})
+
+
+@dataclass(slots=True)
+class LLMCallEngineRecord:
+    """What a call span says of the engine that served it (taskcost.engine.*, taskcost.spec.*, taskcost.parallel.*,
+    taskcost.pd.*): made only when one of these is present; the key is the call's."""
+
+    trace_id: str
+    span_id: str
+    prefill_s: float | None = None
+    decode_s: float | None = None
+    prefill_tokens: int | None = None
+    cached_tokens: int | None = None
+    decode_tokens: int | None = None
+    spec_draft_tokens: int | None = None
+    spec_accepted_tokens: int | None = None
+    tp_size: int | None = None
+    pp_size: int | None = None
+    dp_size: int | None = None
+    pd_disaggregated: bool | None = None
+    prefill_gpu_type: str | None = None
+    decode_gpu_type: str | None = None
+    spec_method: str | None = None
+    spec_draft_model: str | None = None
+
+
+@dataclass(slots=True)
+class EngineSpanRecord:
+    """An inference engine's own server span (vLLM's ``llm_request``): never an LLM call of its own; the store ties it
+    to the client call it served (the ``engine_spans`` and ``engine_calls`` views)."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    request_id: str | None
+    response_model: str | None
+    engine: str | None
+    cluster_id: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None
+    queue_s: float | None
+    ttft_s: float | None
+    e2e_s: float | None
+    prefill_s: float | None
+    decode_s: float | None
+    inference_s: float | None
+    start_ns: int
+    end_ns: int
 
 
 @dataclass(slots=True)
@@ -122,6 +181,8 @@ class NormalizedBatch:
     llm_calls: list[LLMCallRecord] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     tasks: list[TaskRecord] = field(default_factory=list)
+    engine_spans: list[EngineSpanRecord] = field(default_factory=list)
+    call_engines: list[LLMCallEngineRecord] = field(default_factory=list)
     rejected_spans: int = 0
     messages: list[str] = field(default_factory=list)
     # attribute values a typed read skipped (odd values: not a number, out of range; docs/conventions.md)

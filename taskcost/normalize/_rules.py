@@ -55,7 +55,9 @@ class NormalizeRules:
             raise ValueError("outcome_values is set but outcome_attribute is not")
         object.__setattr__(self, "outcome_values", MappingProxyType(values))
         names = {v for k, v in vars(N).items() if k.isupper() and type(v) is str}  # taskcost's and OTel's names
-        names.update(C.READ_NAMES, N.PRICING_ATTRIBUTES, self.task_id_attributes, self.pricing_attributes)
+        names.update(
+            C.READ_NAMES, C.ENGINE_READ_NAMES, N.PRICING_ATTRIBUTES, self.task_id_attributes, self.pricing_attributes
+        )
         names.update((C.EXCEPTION_TYPE, C.VLLM_RESOURCE_MARK))
         if self.outcome_attribute:
             names.add(self.outcome_attribute)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from taskcost.store._sandbox import PUBLIC_RELATIONS
     from taskcost.store._spool import ipc_stream
 
-VIEWS = ("llm_calls", "tool_calls", "tasks", "llm_call_hours")
+VIEWS = ("llm_calls", "tool_calls", "tasks", "llm_call_hours", "engine_spans", "engine_calls")
 """The SQL contract users query (docs/schema.md documents every one)."""
 
 __all__ = [

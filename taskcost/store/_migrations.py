@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskcost.store._migrations_analytics import analytics_columns_0009, latest_view, task_dimensions_0010
+from taskcost.store._migrations_engine_calls import ENGINE_CALLS_0017
+from taskcost.store._migrations_engines import ENGINE_METRICS
 from taskcost.store._migrations_later import DEDUPE_WINDOW, DROPPED_COUNTS, SPOOL
 from taskcost.store._migrations_rollups import (
     answered_model_0013,
@@ -543,6 +545,8 @@ MIGRATIONS: tuple[Migration, ...] = (
         "0016_unpriced_tool_calls_of_a_task",
         unpriced_tool_calls_0016(latest_view(answered_model_0013(_ROLLUPS), "tasks")),
     ),
+    Migration("0017_engine_spans_and_call_engines", ENGINE_CALLS_0017),
+    Migration("0018_engine_metrics", ENGINE_METRICS),
 )
 
 _LEDGER = """

@@ -31,7 +31,15 @@ log = logging.getLogger("taskcost.store")
 
 DEFAULT_PROJECT = "default"
 
-TABLES = ("spans", "llm_call_rows", "tool_call_rows", "task_rows")
+TABLES = (
+    "spans",
+    "llm_call_rows",
+    "tool_call_rows",
+    "task_rows",
+    "engine_metric_rows",
+    "engine_span_rows",
+    "llm_call_engine_rows",
+)
 
 _SIMPLE = {
     "VARCHAR": pa.string(),
@@ -70,6 +78,13 @@ class PreparedBatch:
     span_count: int
     tables: dict[str, pa.Table] | None = None
     streams: dict[str, bytes] | None = None
+    # engine metric samples (``engine_metric_rows``): not spans, but rows a batch carries all the same
+    sample_count: int = 0
+
+    @property
+    def empty(self) -> bool:
+        """No span and no sample: committing it only folds the roll-ups' delta in."""
+        return not self.span_count and not self.sample_count
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -223,6 +238,8 @@ def prepare_batch(
             "llm_call_rows": _columns(batch.llm_calls, received_ns, project, llm_prices),
             "tool_call_rows": _columns(batch.tool_calls, received_ns, project, tool_prices),
             "task_rows": _columns(batch.tasks, received_ns, project),
+            "engine_span_rows": _columns(batch.engine_spans, received_ns, project),
+            "llm_call_engine_rows": _columns(batch.call_engines, received_ns, project),
         },
         span_count=len(batch.spans),
     )

@@ -44,7 +44,16 @@ __all__ = [
 DEFAULT_MAX_VALUE_BYTES = 64 * 1024
 
 # What user SQL may read. The typed *_rows tables, keys and ledgers are internal.
-PUBLIC_RELATIONS = ("llm_calls", "tool_calls", "tasks", "spans", "llm_call_hours")
+PUBLIC_RELATIONS = (
+    "llm_calls",
+    "tool_calls",
+    "tasks",
+    "spans",
+    "llm_call_hours",
+    "engine_metrics",
+    "engine_spans",
+    "engine_calls",
+)
 # Table functions that only generate values from their arguments.
 TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
 # Built-in functions refused, with why: they read the server's configuration, session or files, change session

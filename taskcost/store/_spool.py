@@ -127,6 +127,12 @@ class Record:
         spans = self.tables.get("spans")
         return spans.num_rows if spans is not None else 0
 
+    @property
+    def sample_count(self) -> int:
+        """Its engine metric samples (``engine_metric_rows``)."""
+        samples = self.tables.get("engine_metric_rows")
+        return samples.num_rows if samples is not None else 0
+
 
 class Spool:
     """The segment files of one database: one thread appends (``append``), another deletes what is committed

@@ -53,6 +53,7 @@ _RATE_MIN_SPANS = 1_000
 _RATE_WEIGHT = 0.3
 _ABANDONED = "the database is reopening after a failure of its engine; nothing of this batch was kept, retry shortly"
 _FLUSH = object()  # put in the writer's queue: commit what is gathered now (a reader waits for it)
+ENGINE_SAMPLES = "engine_metric_rows"  # not keyed by span: inserted as they come, outside the span dedupe
 
 
 def empty_batch() -> PreparedBatch:
@@ -139,7 +140,9 @@ class Writer:
         for record in sp.recover(self._done_seq):
             # like a batch spooled in this run, it waits as its place in the spool (read back to be committed):
             # a large backlog is not held in memory
-            job = _Job(PreparedBatch(columns={}, span_count=record.span_count), record.where)
+            job = _Job(
+                PreparedBatch(columns={}, span_count=record.span_count, sample_count=record.sample_count), record.where
+            )
             with self._queue_room:
                 self._queued_spans += job.batch.span_count
             self._queue.put(job)
@@ -229,7 +232,7 @@ class Writer:
                 raise StoreBusyError(f"write queue full ({self._queued_spans} spans waiting)")
             self._queued_spans += batch.span_count
         job = _Job(batch)
-        (self._spool_queue if self._spool is not None and batch.span_count else self._queue).put(job)
+        (self._spool_queue if self._spool is not None and not batch.empty else self._queue).put(job)
         return job.future
 
     def _write_loop(self) -> None:
@@ -284,8 +287,9 @@ class Writer:
         if batch.tables is not None:  # built by a decode worker or read from the spool, with these schemas
             built = batch.tables.get(table)
             return built if built is not None and built.num_rows else None
-        if batch.columns[table]["received_ns"]:
-            return pa.Table.from_pydict(batch.columns[table], schema=self._schemas[table])
+        columns = batch.columns.get(table)  # (a batch of spans has no engine metric samples, and the other way round)
+        if columns is not None and columns["received_ns"]:
+            return pa.Table.from_pydict(columns, schema=self._schemas[table])
         return None
 
     def _incoming(self, jobs: list[_Job], table: str) -> pa.Table | None:
@@ -340,7 +344,12 @@ class Writer:
         try:
             for j in jobs:
                 if j.where is not None and j.batch.tables is None:
-                    j.batch = PreparedBatch(columns={}, span_count=j.batch.span_count, tables=read_at(j.where).tables)
+                    j.batch = PreparedBatch(
+                        columns={},
+                        span_count=j.batch.span_count,
+                        tables=read_at(j.where).tables,
+                        sample_count=j.batch.sample_count,
+                    )
             data = {t: tbl for t in TABLES if (tbl := self._incoming(jobs, t)) is not None}
         except Exception as exc:  # a value the columns cannot hold: refuse these batches, keep the writer alive
             log.exception("batch(es) not writable; nothing of them was committed")
@@ -351,7 +360,7 @@ class Writer:
         n_spans = spans.num_rows if spans is not None else 0
         try:
             # an empty batch asks for the task roll-up's delta to be folded in now (after a re-price, on close)
-            fold_rows = self._fold_rows if all(j.batch.span_count for j in jobs) else 0
+            fold_rows = self._fold_rows if all(not j.batch.empty for j in jobs) else 0
             new = self._store(cur, data, fold_rows, seq=seq)
         except Exception as exc:
             if is_fatal(exc):  # nothing can be committed until the database is reopened: no retries, no set-aside
@@ -481,7 +490,9 @@ class Writer:
                 log.exception("batch not writable; nothing of it was kept")
                 self._fail([j], exc)
                 continue
-            j.batch = PreparedBatch(columns={}, span_count=j.batch.span_count, tables=tables)
+            j.batch = PreparedBatch(
+                columns={}, span_count=j.batch.span_count, tables=tables, sample_count=j.batch.sample_count
+            )
             ready.append(j)
         if not ready:
             return
@@ -493,7 +504,8 @@ class Writer:
             return
         for j, where in zip(ready, places, strict=True):
             j.where = where
-            j.batch = PreparedBatch(columns={}, span_count=j.batch.span_count)  # the spool holds it now
+            # the spool holds it now
+            j.batch = PreparedBatch(columns={}, span_count=j.batch.span_count, sample_count=j.batch.sample_count)
             self._queue.put(j)
         with self._progress:
             self._acked_seq = places[-1].seq
@@ -518,9 +530,15 @@ class Writer:
         seq: int = 0,
     ) -> int:
         """One transaction storing a commit's rows; returns how many of its spans were new."""
+        data = dict(data)
+        samples = data.pop(ENGINE_SAMPLES, None)
         spans = data.get("spans")
         n_spans = spans.num_rows if spans is not None else 0
         cur.execute("BEGIN TRANSACTION")
+        if samples is not None:  # every sample as sent: a re-sent one is left out at read time (``engine_metrics``)
+            cur.register("_taskcost_samples", samples)
+            cur.execute(f"INSERT INTO {ENGINE_SAMPLES} BY NAME SELECT * FROM _taskcost_samples")
+            cur.unregister("_taskcost_samples")
         new = n_spans
         if spans is not None:
             cur.register("_taskcost_spans", spans)

@@ -171,6 +171,8 @@ class TaskBuilder:
         for c in self.calls:
             b.llm_calls.append(c)
             b.spans.append(_span(c.trace_id, c.span_id, c.start_ns, c.end_ns))
+            if c.engine_detail is not None:  # the call span's engine timings and topology tags (``engine_calls``)
+                b.call_engines.append(dataclasses.replace(c.engine_detail, trace_id=c.trace_id, span_id=c.span_id))
         for t in self.tools:
             b.tool_calls.append(t)
             b.spans.append(_span(t.trace_id, t.span_id, t.start_ns, t.end_ns))
@@ -194,6 +196,7 @@ class Fleet:
     """Tasks to write into a store in one go: ``Fleet().task("t1").call(...).call(...)``, then ``write(store)``."""
 
     tasks: list[TaskBuilder] = field(default_factory=list)
+    samples: list[Any] = field(default_factory=list)  # engine metric samples (``engine_metrics``), by ``metrics``
 
     def task(
         self,
@@ -235,4 +238,25 @@ class Fleet:
                     merged.llm_calls += r.llm_calls
                     merged.tool_calls += r.tool_calls
                     merged.tasks += r.tasks
+                    merged.call_engines += r.call_engines
             store.write(prepare_batch(merged, received_ns, project=project, pricer=p))
+        if self.samples:
+            from taskcost.collector._engine_metrics import engine_rows
+            from taskcost.store import PreparedBatch
+
+            cols = engine_rows(self.samples, project="default", source="scrape", received_ns=received_ns)
+            store.write(
+                PreparedBatch(columns={"engine_metric_rows": cols}, span_count=0, sample_count=len(cols["ts_ns"]))
+            )
+
+    def metrics(
+        self, text: str, *, cluster_id: str, at_s: float, engine: str = "vllm", model: str | None = None
+    ) -> Fleet:
+        """An engine's Prometheus page (``text``) as scraped ``at_s`` seconds after ``T0`` from ``cluster_id``,
+        parsed by the collector's own parser."""
+        from taskcost.collector._engine_metrics import samples_from_text
+
+        at = ns(T0) + int(at_s * 1e9)
+        parsed = samples_from_text(text, cluster_id=cluster_id, engine=engine, model=model, scraped_ns=at)
+        self.samples += parsed.samples
+        return self

@@ -62,7 +62,16 @@ __all__ = [
     "query_error",
 ]
 
-PUBLIC_RELATIONS = ("llm_calls", "tool_calls", "tasks", "spans", "llm_call_hours")
+PUBLIC_RELATIONS = (
+    "llm_calls",
+    "tool_calls",
+    "tasks",
+    "spans",
+    "llm_call_hours",
+    "engine_metrics",
+    "engine_spans",
+    "engine_calls",
+)
 # Table functions that only generate values from their arguments (no storage, file, network or server state).
 TABLE_FUNCTIONS = frozenset(
     {"numbers", "numbers_mt", "zeros", "zeros_mt", "generate_series", "generateSeries", "primes", "values"}
@@ -252,10 +261,12 @@ class ClickHouseSandbox:
         }
 
     # -- the check ------------------------------------------------------------------------------------------
-    def prepare(self, client: Any, sql: str, project: str | None) -> str:
+    def prepare(self, client: Any, sql: str, project: str | None, timeout_s: float = _EXPLAIN_SECONDS) -> str:
         """The SQL to run for user ``sql`` (ClickHouse dialect): checked on ClickHouse's own parse, restricted to
         ``project``'s rows (None: all projects, the server's own analytics). Raises QueryError naming what was
-        refused. The same text for the same project is checked once (kept, a bounded number of them)."""
+        refused. The same text for the same project is checked once (kept, a bounded number of them). The binder
+        check runs the query's scalar subqueries (ClickHouse folds them): it has the query's own time limit
+        (``timeout_s``), at least ``_EXPLAIN_SECONDS``."""
         key = (project, sql)
         with self._lock:
             done = self._prepared.get(key)
@@ -270,7 +281,7 @@ class ClickHouseSandbox:
         if hidden:
             raise QueryError(f"unknown or private relation {hidden[0]!r}; queryable: {', '.join(PUBLIC_RELATIONS)}")
         final = self._wrap(canonical, project, private)
-        self._check_binding(client, final, project, private)
+        self._check_binding(client, final, project, private, max(timeout_s, _EXPLAIN_SECONDS))
         with self._lock:
             if len(self._prepared) >= _KEPT:
                 self._prepared.clear()
@@ -446,9 +457,16 @@ class ClickHouseSandbox:
                 self._filters[key] = found[0]
         return self._filters[key]
 
-    def _check_binding(self, client: Any, final: str, project: str | None, private: tuple[str, ...]) -> None:
+    def _check_binding(
+        self,
+        client: Any,
+        final: str,
+        project: str | None,
+        private: tuple[str, ...],
+        timeout_s: float = _EXPLAIN_SECONDS,
+    ) -> None:
         """Layer 3: every storage the analyzer bound for ``final`` is a public view read through the filter."""
-        limits = {**self.settings(_EXPLAIN_SECONDS, 1), "max_result_rows": 0}
+        limits = {**self.settings(timeout_s, 1), "max_result_rows": 0}
         tree = _indented([str(x) for x in self._rows(client, "EXPLAIN QUERY TREE " + final, limits)])
         public = {f"{self.database}.{v}": v for v in PUBLIC_RELATIONS}
         filtered: set[int] = set()  # the TABLE lines read through the project's filter

@@ -42,6 +42,7 @@ import pyarrow as pa
 
 from taskcost.store._migrations_analytics import TASK_DIMENSIONS
 from taskcost.store._rows import arrow_schema
+from taskcost.store.clickhouse._engine_views import ENGINE_CALL_TABLES, ENGINE_CALL_VIEWS
 
 __all__ = [
     "BATCH_TABLES",
@@ -180,13 +181,42 @@ _CLUSTER_COSTS = [
 ]
 
 _BATCH_COLUMNS = {"spans": _SPANS, "llm_call_rows": _LLM, "tool_call_rows": _TOOLS, "task_rows": _TASKS}
-BATCH_TABLES = tuple(_BATCH_COLUMNS)
+# engine metric samples: a batch table too, not keyed by span (its own table and view: ``_ENGINE_METRICS``)
+_ENGINE_METRIC_ROWS = [
+    ("project", "VARCHAR", False),
+    ("cluster_id", "VARCHAR", False),
+    ("engine", "VARCHAR", False),
+    ("model", "VARCHAR", True),
+    ("metric", "VARCHAR", False),
+    ("source_metric", "VARCHAR", False),
+    ("labels", "JSON", False),
+    ("kind", "VARCHAR", False),
+    ("ts_ns", "BIGINT", False),
+    ("value", "DOUBLE", False),
+    ("source", "VARCHAR", False),
+    ("received_ns", "BIGINT", False),
+]
+_SAMPLE_COLUMNS = {"engine_metric_rows": _ENGINE_METRIC_ROWS}
+BATCH_TABLES = (*_BATCH_COLUMNS, *_SAMPLE_COLUMNS, *ENGINE_CALL_TABLES)
 """The tables a PreparedBatch fills, by the names the batch uses."""
 TABLE_OF = {"spans": "span_rows", "llm_call_rows": "llm_call_rows", "tool_call_rows": "tool_call_rows"} | {
     "task_rows": "task_rows"
 }
+TABLE_OF["engine_metric_rows"] = "engine_metric_rows"
+TABLE_OF.update({t: t for t in ENGINE_CALL_TABLES})
 """A batch table's ClickHouse table (raw spans are ``span_rows``: ``spans`` is the deduplicating public view)."""
-PUBLIC_VIEWS = ("llm_calls", "tool_calls", "tasks", "spans", "llm_call_hours")
+# (``engine_metrics`` is public too, in the sandbox's PUBLIC_RELATIONS; it joins this list, which the parity suite
+# compares row for row, once that suite's traffic carries engine metric samples: tests/test_engine_metrics.py holds
+# the two stores to the same rows meanwhile)
+PUBLIC_VIEWS = (
+    "llm_calls",
+    "tool_calls",
+    "tasks",
+    "spans",
+    "llm_call_hours",
+    "engine_spans",
+    "engine_calls",
+)
 
 _CH_TYPES = {
     "VARCHAR": "String",
@@ -209,13 +239,14 @@ def _ch_type(duck: str, nullable: bool) -> str:
 
 def column_names(table: str) -> list[str]:
     """A batch table's columns (the batch's names), in order."""
-    return [c[0] for c in _BATCH_COLUMNS[table]]
+    return [c[0] for c in {**_BATCH_COLUMNS, **_SAMPLE_COLUMNS, **ENGINE_CALL_TABLES}[table]]
 
 
 def batch_schemas() -> dict[str, pa.Schema]:
     """The Arrow schema of each table a PreparedBatch fills: the DuckDB store's exactly (decode workers lay rows out
     to it; the same batch can go to either store)."""
-    return {t: arrow_schema([(n, d) for n, d, _ in cols]) for t, cols in _BATCH_COLUMNS.items()}
+    every = {**_BATCH_COLUMNS, **_SAMPLE_COLUMNS, **ENGINE_CALL_TABLES}
+    return {t: arrow_schema([(n, d) for n, d, _ in cols]) for t, cols in every.items()}
 
 
 def _columns_sql(cols: list[tuple[str, str, bool]]) -> str:
@@ -406,6 +437,20 @@ SELECT project, task_id, kind, outcome, start_time, end_time,
 FROM r"""
 
 
+# Engine metric samples as they came (a scrape, or OTLP metrics), in the order a question reads them; a re-sent sample
+# (same project, cluster, engine, model, metric, labels, time) is left out at read time, the first received kept:
+# the DuckDB store's ``engine_metrics`` rule (taskcost/store/_migrations_engines.py).
+_ENGINE_METRICS = (
+    f"CREATE TABLE IF NOT EXISTS engine_metric_rows (\n{_columns_sql(_ENGINE_METRIC_ROWS)}\n) ENGINE = MergeTree "
+    "ORDER BY (project, cluster_id, metric, ts_ns) SETTINGS non_replicated_deduplication_window = 10000",
+    """CREATE OR REPLACE VIEW engine_metrics AS
+SELECT project, cluster_id, engine, model, metric, source_metric, labels, kind, ts_ns, value, source, received_ns
+FROM engine_metric_rows
+ORDER BY project, cluster_id, metric, ts_ns, engine, model, labels, received_ns, source_metric
+LIMIT 1 BY project, cluster_id, engine, model, metric, labels, ts_ns""",
+)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One step of the schema: applied once per database, in order, its statements each idempotent (several
@@ -423,4 +468,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration("0003_counted_calls_in_key_order", (_COUNTED_IN_KEY_ORDER,)),
     Migration("0004_counted_calls_priced_last", (_COUNTED_PRICED_LAST,)),
+    Migration("0005_engine_metrics", _ENGINE_METRICS),
+    Migration(
+        "0006_engine_spans_and_call_engines",
+        (*(_row_table(t, cols) for t, cols in ENGINE_CALL_TABLES.items()), *ENGINE_CALL_VIEWS),
+    ),
 )

@@ -182,7 +182,7 @@ class SpoolWriter:
         if not self.alive:
             raise StoreUnavailableError("the ClickHouse store's spool is not running (see the server log)")
         future: Future[CommitInfo] = Future()
-        if not n:  # nothing to keep (the DuckDB writer's rule: rows without spans are not stored)
+        if batch.empty:  # nothing to keep (the DuckDB writer's rule: rows without spans are not stored)
             future.set_result(CommitInfo(0, 0, 0.0))
             return future
 

@@ -138,6 +138,7 @@ class ClickHouseStore:
         self._deduplicated = 0
         self._keys_lock = threading.Lock()
         self._pricing_lock = threading.Lock()
+        self._query_memory_bytes: int | None = None
         self._active_keys: dict[str, _keys.ApiKey] = {}
         self._keys_ever = False
         self._keys_read_at = float("-inf")
@@ -157,6 +158,7 @@ class ClickHouseStore:
         spool_max_bytes: int = 1024**3,
         max_batch_spans: int = 20_000,
         insert_dsn: str | None = None,
+        query_memory_bytes: int | None = None,
     ) -> ClickHouseStore:
         """``dsn``: ``chdb:///abs/dir`` (in-process chDB keeping its data there; database ``taskcost`` unless
         ``?database=`` says otherwise) or ``clickhouse://user:password@host:8123/db``. Applies the pending
@@ -166,7 +168,8 @@ class ClickHouseStore:
         ``spool_dir``: acknowledge intake once fsynced there, insert behind it (``_spool_writer``; at most
         ``spool_max_bytes`` not in ClickHouse, then StoreBusyError; inserts of up to ``max_batch_spans`` spans), and
         insert now what an earlier run acknowledged there. ``insert_dsn``: the spool inserts through a client of this
-        dsn instead of ``dsn``'s (tests: a ClickHouse that cannot be reached)."""
+        dsn instead of ``dsn``'s (tests: a ClickHouse that cannot be reached). ``query_memory_bytes``: the memory a
+        user or analytics query may use (``max_memory_usage``; default ``_sandbox.DEFAULT_MAX_MEMORY_BYTES``)."""
         try:
             client, db = _connect(dsn, database)
         except StoreUnavailableError:
@@ -201,6 +204,7 @@ class ClickHouseStore:
             import pandas  # noqa: F401
         store = cls(client, db, read_only, max_queued_spans)
         store._chdb = dsn.startswith("chdb:")
+        store._query_memory_bytes = query_memory_bytes
         if spool_dir is not None and not read_only:
             target = insert_dsn or dsn  # the spool inserts with a client (a session) of its own, made again on failure
             store._spool = SpoolWriter(
@@ -381,6 +385,8 @@ class ClickHouseStore:
             from taskcost.store.clickhouse._sandbox import ClickHouseSandbox  # (written separately)
 
             self._sandbox = ClickHouseSandbox(self.database)
+            if self._query_memory_bytes is not None:
+                self._sandbox.max_memory_bytes = self._query_memory_bytes
         return self._sandbox
 
     def _run(self, sql: str, params: list[Any] | None, timeout_s: float, rows: int, project: str | None) -> pa.Table:
@@ -394,7 +400,7 @@ class ClickHouseStore:
             raise StoreUnavailableError("store is closed")
         self._caught_up(min(timeout_s, _READ_WAIT_S))
         sandbox = self._user_sandbox()
-        runnable = sandbox.prepare(self._client, to_clickhouse(sql, params), project)
+        runnable = sandbox.prepare(self._client, to_clickhouse(sql, params), project, timeout_s)
         settings: dict[str, Any] | None = sandbox.settings(timeout_s, rows)
         if self._chdb and settings:
             # chDB applies an Arrow query's settings by SET on the session and restores them after, which readonly=1
@@ -556,15 +562,8 @@ class ClickHouseStore:
         lock = self._pricing()
         try:
             self._caught_up(60.0)
-            return _reprice.allocate(
-                self._client,
-                self._schemas["llm_call_rows"],
-                pricer,
-                since_ns=since_ns,
-                until_ns=until_ns,
-                now_ns=now_ns,
-                closed_ns=closed_ns,
-            )
+            window = {"since_ns": since_ns, "until_ns": until_ns, "now_ns": now_ns, "closed_ns": closed_ns}
+            return _reprice.allocate(self._client, self._schemas["llm_call_rows"], pricer, **window)
         finally:
             lock.release()
 

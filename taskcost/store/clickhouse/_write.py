@@ -37,6 +37,7 @@ from taskcost.store.clickhouse._schema import BATCH_TABLES, TABLE_OF
 __all__ = ["Written", "batch_tables", "write_batch"]
 
 Key = tuple[str, str, str]
+SAMPLES = "engine_metric_rows"  # a batch's engine metric samples: not keyed by span
 
 
 class Written:
@@ -107,8 +108,21 @@ def dedup_token(table: str, tbl: pa.Table) -> str:
     return f"taskcost-{table}-{hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()}"
 
 
+def _insert_samples(client: Any, tbl: pa.Table) -> None:
+    """Engine metric samples, every one as sent (a re-sent one is left out by the ``engine_metrics`` view; a block
+    inserted again unchanged, by the engine's deduplication token)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, tbl.schema) as w:
+        w.write_table(tbl)
+    token = f"taskcost-{SAMPLES}-{hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()}"
+    client.insert_arrow(TABLE_OF[SAMPLES], tbl, settings={"insert_deduplication_token": token})
+
+
 def write_batch(client: Any, tables: dict[str, pa.Table]) -> Written:
     """Insert a batch's tables (``batch_tables``); returns what it did."""
+    if SAMPLES in tables:
+        tables = dict(tables)
+        _insert_samples(client, tables.pop(SAMPLES))
     spans = tables.get("spans")
     if spans is None:  # rows without their spans are not stored (the DuckDB writer's rule: a commit of no span)
         return Written(0, 0)

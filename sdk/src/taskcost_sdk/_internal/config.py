@@ -21,7 +21,7 @@ from .guard import guarded, internal_error, logger, reset_once
 from .names import HARNESS_VERSION, INFRA_ATTRIBUTES, INFRA_ENV_VARS, SERVICE_NAME
 from .pipeline import Counters, CountingExporter, ExportStats, GuardProcessor
 from .profiles import EMPTY, ProfileTable, parse_profiles, profiles_from_env
-from .values import coerce_infra, infra_resource_attributes
+from .values import coerce_infra, coerce_infra_text, infra_resource_attributes
 
 DEFAULT_TRACES_ENDPOINT = "http://localhost:4318/v1/traces"
 TRACES_PATH = "/v1/traces"
@@ -132,7 +132,7 @@ def build_resource(
         raw = env.get(var, "").strip()
         if raw:
             try:
-                attributes[INFRA_ATTRIBUTES[key]] = coerce_infra(key, raw)
+                attributes[INFRA_ATTRIBUTES[key]] = coerce_infra_text(key, raw)
             except (ValueError, TypeError) as exc:
                 raise ValueError(f"taskcost_sdk: invalid environment variable {var}: {exc}") from None
     for name, value in (resource_attributes or {}).items():

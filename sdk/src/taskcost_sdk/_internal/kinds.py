@@ -25,6 +25,14 @@ class InfraOverrides(TypedDict, total=False):
     gpu_count: int
     cluster_id: str
     deployment: Literal["api", "self_hosted"]
+    parallel_tensor: int
+    parallel_pipeline: int
+    parallel_data: int
+    pd_disaggregated: bool
+    pd_prefill_gpu_type: str
+    pd_decode_gpu_type: str
+    spec_method: str
+    spec_draft_model: str
     server_address: str
     container_image_name: str
     container_image_tags: Sequence[str]

@@ -53,6 +53,23 @@ GPU_COUNT: Final = "taskcost.gpu.count"
 CLUSTER_ID: Final = "taskcost.cluster.id"
 DEPLOYMENT: Final = "taskcost.deployment"
 TOOL_COST_USD: Final = "taskcost.tool.cost_usd"
+# Engine view: timings the response itself reported (llama.cpp's ``timings``), on the call span.
+ENGINE_PREFILL_S: Final = "taskcost.engine.prefill_s"
+ENGINE_DECODE_S: Final = "taskcost.engine.decode_s"
+ENGINE_PREFILL_TOKENS: Final = "taskcost.engine.prefill_tokens"
+ENGINE_CACHED_TOKENS: Final = "taskcost.engine.cached_tokens"
+ENGINE_DECODE_TOKENS: Final = "taskcost.engine.decode_tokens"
+SPEC_DRAFT_TOKENS: Final = "taskcost.spec.draft_tokens"
+SPEC_ACCEPTED_TOKENS: Final = "taskcost.spec.accepted_tokens"
+# Engine view: topology and decoding tags (resource, call span or infra profile, like the GPU type).
+PARALLEL_TENSOR: Final = "taskcost.parallel.tensor"
+PARALLEL_PIPELINE: Final = "taskcost.parallel.pipeline"
+PARALLEL_DATA: Final = "taskcost.parallel.data"
+PD_DISAGGREGATED: Final = "taskcost.pd.disaggregated"
+PD_PREFILL_GPU_TYPE: Final = "taskcost.pd.prefill_gpu_type"
+PD_DECODE_GPU_TYPE: Final = "taskcost.pd.decode_gpu_type"
+SPEC_METHOD: Final = "taskcost.spec.method"
+SPEC_DRAFT_MODEL: Final = "taskcost.spec.draft_model"
 # Proposed for the contract (issue 7): agent-level retries, duplicate spans, prompt-prefix fingerprints.
 CALL_RETRY_REASON: Final = "taskcost.call.retry_reason"
 CALL_DUPLICATE_OF: Final = "taskcost.call.duplicate_of"
@@ -69,6 +86,21 @@ OPERATION_EXECUTE_TOOL: Final = "execute_tool"
 
 OUTCOMES: Final = frozenset({"completed", "failed", "abandoned"})
 DEPLOYMENTS: Final = frozenset({"api", "self_hosted"})
+# Known speculative decoding methods; any other lower-case identifier is accepted too.
+SPEC_METHODS: Final = ("none", "eagle", "eagle3", "ngram", "draft_model", "mtp", "medusa")
+# Infra tags whose value is a parallel size (an int >= 1), or a yes/no.
+PARALLEL_SIZES: Final = frozenset({"parallel_tensor", "parallel_pipeline", "parallel_data"})
+FLAGS: Final = frozenset({"pd_disaggregated"})
+
+# Engine timings: LLMCall.set_engine_timings() keyword -> attribute name (seconds first, then counts).
+ENGINE_TIMING_SECONDS: Final[dict[str, str]] = {"prefill_s": ENGINE_PREFILL_S, "decode_s": ENGINE_DECODE_S}
+ENGINE_TIMING_COUNTS: Final[dict[str, str]] = {
+    "prefill_tokens": ENGINE_PREFILL_TOKENS,
+    "cached_tokens": ENGINE_CACHED_TOKENS,
+    "decode_tokens": ENGINE_DECODE_TOKENS,
+    "draft_tokens": SPEC_DRAFT_TOKENS,
+    "accepted_tokens": SPEC_ACCEPTED_TOKENS,
+}
 
 # Infra tags: keyword (in configure(infra=...) and per-call overrides) -> attribute name.
 INFRA_ATTRIBUTES: Final[dict[str, str]] = {
@@ -79,6 +111,14 @@ INFRA_ATTRIBUTES: Final[dict[str, str]] = {
     "gpu_count": GPU_COUNT,
     "cluster_id": CLUSTER_ID,
     "deployment": DEPLOYMENT,
+    "parallel_tensor": PARALLEL_TENSOR,
+    "parallel_pipeline": PARALLEL_PIPELINE,
+    "parallel_data": PARALLEL_DATA,
+    "pd_disaggregated": PD_DISAGGREGATED,
+    "pd_prefill_gpu_type": PD_PREFILL_GPU_TYPE,
+    "pd_decode_gpu_type": PD_DECODE_GPU_TYPE,
+    "spec_method": SPEC_METHOD,
+    "spec_draft_model": SPEC_DRAFT_MODEL,
     "container_image_name": CONTAINER_IMAGE_NAME,
     "container_image_tags": CONTAINER_IMAGE_TAGS,
     "k8s_cluster_name": K8S_CLUSTER_NAME,
@@ -98,5 +138,13 @@ INFRA_ENV_VARS: Final[dict[str, str]] = {
     "TASKCOST_GPU_COUNT": "gpu_count",
     "TASKCOST_CLUSTER_ID": "cluster_id",
     "TASKCOST_DEPLOYMENT": "deployment",
+    "TASKCOST_PARALLEL_TENSOR": "parallel_tensor",
+    "TASKCOST_PARALLEL_PIPELINE": "parallel_pipeline",
+    "TASKCOST_PARALLEL_DATA": "parallel_data",
+    "TASKCOST_PD_DISAGGREGATED": "pd_disaggregated",
+    "TASKCOST_PD_PREFILL_GPU_TYPE": "pd_prefill_gpu_type",
+    "TASKCOST_PD_DECODE_GPU_TYPE": "pd_decode_gpu_type",
+    "TASKCOST_SPEC_METHOD": "spec_method",
+    "TASKCOST_SPEC_DRAFT_MODEL": "spec_draft_model",
     "TASKCOST_HARNESS_VERSION": "harness_version",
 }

@@ -26,7 +26,13 @@ from .kinds import InfraOverrides, Outcome, RecordOptions
 from .retry import CallRef, RetryScope, current_retry_scope
 from .scope import CURRENT_CALL, CURRENT_TASK, SpanScope, TaskScope
 from .tools import ToolCall
-from .values import coerce_count, coerce_seconds, override_span_attributes, resolve_times
+from .values import (
+    coerce_count,
+    coerce_seconds,
+    engine_timing_attributes,
+    override_span_attributes,
+    resolve_times,
+)
 
 __all__ = [
     "InfraOverrides",
@@ -438,6 +444,38 @@ class LLMCall(SpanScope):
                 warn_once("ttft", "taskcost_sdk: dropped ttft=%r: it must be seconds >= 0", seconds)
                 return
             self._span.set_attribute(n.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, value)
+
+    def set_engine_timings(
+        self,
+        *,
+        prefill_s: float | None = None,
+        decode_s: float | None = None,
+        prefill_tokens: int | None = None,
+        cached_tokens: int | None = None,
+        decode_tokens: int | None = None,
+        draft_tokens: int | None = None,
+        accepted_tokens: int | None = None,
+    ) -> None:
+        """What the inference engine itself reported for this call (llama.cpp's ``timings``: ``prompt_ms``/1000,
+        ``predicted_ms``/1000, ``prompt_n``, ``cache_n``, ``predicted_n``, ``draft_n``, ``draft_n_accepted``).
+        Auto-instrumentation reads them from the response. Invalid values are dropped with a warning."""
+        self._set_engine_timings(
+            {
+                "prefill_s": prefill_s,
+                "decode_s": decode_s,
+                "prefill_tokens": prefill_tokens,
+                "cached_tokens": cached_tokens,
+                "decode_tokens": decode_tokens,
+                "draft_tokens": draft_tokens,
+                "accepted_tokens": accepted_tokens,
+            }
+        )
+
+    def _set_engine_timings(self, timings: Mapping[str, object]) -> None:
+        with guarded("llm_call.set_engine_timings"):
+            attributes = engine_timing_attributes(timings)
+            if attributes:
+                self._span.set_attributes(attributes)
 
     def set_error(self, error_type: str | BaseException) -> None:
         """Mark the call failed with a low-cardinality error type ("timeout", "429", an exception)."""

@@ -2,12 +2,17 @@
 
 Works on the client libraries' response models and on plain decoded JSON alike (attribute or key access),
 never imports them. OpenAI reports input inclusive of cached tokens; Anthropic reports ``input_tokens``
-exclusive of cache reads and writes, so they are added back here.
+exclusive of cache reads and writes, so they are added back here. A llama.cpp server adds its own ``timings``
+to chat completions (the body, or the last chunk of a stream): prefill and decode time, the prompt tokens it
+computed and took from its cache, speculative draft and accepted tokens.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
+
+from .guard import guarded
 
 if TYPE_CHECKING:
     from .spans import LLMCall
@@ -20,6 +25,7 @@ __all__ = [
     "ChatStream",
     "ResponsesStream",
     "anthropic_message",
+    "engine_timings",
     "get",
     "openai_chat",
     "openai_responses",
@@ -46,6 +52,41 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _seconds_of_millis(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    millis = float(value)
+    return millis / 1000 if math.isfinite(millis) and millis >= 0 else None
+
+
+# llama.cpp ``timings`` key -> LLMCall.set_engine_timings() keyword (see names.ENGINE_TIMING_*)
+_TIMING_SECONDS = (("prompt_ms", "prefill_s"), ("predicted_ms", "decode_s"))
+_TIMING_COUNTS = (
+    ("prompt_n", "prefill_tokens"),
+    ("cache_n", "cached_tokens"),
+    ("predicted_n", "decode_tokens"),
+    ("draft_n", "draft_tokens"),
+    ("draft_n_accepted", "accepted_tokens"),
+)
+
+
+def engine_timings(timings: Any) -> dict[str, float | int] | None:
+    """llama.cpp's ``timings`` object -> set_engine_timings() keywords; an odd value (a string, a negative
+    number, NaN) is left out, the others are kept. None when nothing usable is there."""
+    if timings is None:
+        return None
+    found: dict[str, float | int] = {}
+    for key, keyword in _TIMING_SECONDS:
+        seconds = _seconds_of_millis(get(timings, key))
+        if seconds is not None:
+            found[keyword] = seconds
+    for key, keyword in _TIMING_COUNTS:
+        count = _count(get(timings, key))
+        if count is not None:
+            found[keyword] = count
+    return found or None
+
+
 class Answer:
     """Usage and response metadata of one attempt (None: not reported)."""
 
@@ -58,6 +99,7 @@ class Answer:
         "model",
         "response_id",
         "finish_reasons",
+        "engine",
     )
 
     def __init__(self) -> None:
@@ -69,6 +111,7 @@ class Answer:
         self.model: str | None = None
         self.response_id: str | None = None
         self.finish_reasons: list[str] | None = None
+        self.engine: dict[str, float | int] | None = None  # the engine's own timings (llama.cpp)
 
     @property
     def has_usage(self) -> bool:
@@ -85,6 +128,8 @@ class Answer:
             )
         if self.model is not None or self.response_id is not None or self.finish_reasons:
             call.set_response(model=self.model, response_id=self.response_id, finish_reasons=self.finish_reasons)
+        if self.engine:
+            call._set_engine_timings(self.engine)
 
     def identity(self, obj: Any) -> None:
         self.model = _text(get(obj, "model")) or self.model
@@ -117,6 +162,8 @@ def openai_chat(result: Any) -> Answer:
     answer.identity(result)
     _chat_reasons(answer, get(result, "choices"))
     _chat_usage(answer, get(result, "usage"))
+    with guarded("engine timings"):  # a bug here costs the timings, never the call's usage
+        answer.engine = engine_timings(get(result, "timings"))
     return answer
 
 
@@ -136,6 +183,10 @@ class ChatStream:
         if choices:
             flags |= CONTENT
             _chat_reasons(self.answer, choices)
+        timings = get(chunk, "timings")
+        if timings is not None:  # the latest wins (llama.cpp's timings_per_token sends running totals)
+            with guarded("engine timings"):
+                self.answer.engine = engine_timings(timings) or self.answer.engine
         usage = get(chunk, "usage")
         if usage is not None:
             _chat_usage(self.answer, usage)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
@@ -10,7 +11,16 @@ from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from opentelemetry.util.types import AttributeValue
 
 from .guard import warn_once
-from .names import CALL_OVERRIDE_ATTRIBUTES, DEPLOYMENTS, INFRA_ATTRIBUTES
+from .names import (
+    CALL_OVERRIDE_ATTRIBUTES,
+    DEPLOYMENTS,
+    ENGINE_TIMING_COUNTS,
+    ENGINE_TIMING_SECONDS,
+    FLAGS,
+    INFRA_ATTRIBUTES,
+    PARALLEL_SIZES,
+    SPEC_METHODS,
+)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # What an OTLP exporter can encode: an int attribute is an int64, a span time below 2^64 ns (the collector takes
@@ -21,6 +31,8 @@ MAX_COST = Decimal(10) ** 15
 _PLACES = Decimal(1).scaleb(-12)
 _MAX_SENT_PLACES = 30  # more decimal places than this are rounded to the collector's 12 before sending
 _WIDE = Context(prec=60)  # not the caller's decimal context: any amount below MAX_COST at 12 places fits
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
+_FLAG_TEXT = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
 def coerce_count(value: object) -> int | None:
@@ -107,6 +119,15 @@ def coerce_infra(key: str, value: object) -> AttributeValue:
         if count is None:
             raise ValueError(f"gpu_count must be an int >= 0, got {value!r}")
         return count
+    if key in PARALLEL_SIZES:
+        size = coerce_count(value)
+        if size is None or size < 1:
+            raise ValueError(f"{key} must be an int >= 1, got {value!r}")
+        return size
+    if key in FLAGS:
+        if not isinstance(value, bool):
+            raise ValueError(f"{key} must be a bool (true or false), got {value!r}")
+        return value
     if key == "container_image_tags":
         if isinstance(value, str):
             return [value]
@@ -120,7 +141,20 @@ def coerce_infra(key: str, value: object) -> AttributeValue:
         raise ValueError(f"{key} must not be empty")
     if key == "deployment" and text not in DEPLOYMENTS:
         raise ValueError(f"deployment must be one of {sorted(DEPLOYMENTS)}, got {value!r}")
+    if key == "spec_method" and not _IDENTIFIER.fullmatch(text):
+        known = ", ".join(SPEC_METHODS)
+        raise ValueError(f"spec_method must be one of {known} or another lower-case identifier, got {value!r}")
     return text
+
+
+def coerce_infra_text(key: str, text: str) -> AttributeValue:
+    """An infra tag given as text (an environment variable): a yes/no tag reads true/false, 1/0, yes/no."""
+    if key in FLAGS:
+        flag = _FLAG_TEXT.get(text.strip().lower())
+        if flag is None:
+            raise ValueError(f"{key} must be true or false, got {text!r}")
+        return flag
+    return coerce_infra(key, text)
 
 
 def infra_resource_attributes(infra: Mapping[str, object]) -> dict[str, AttributeValue]:
@@ -146,6 +180,33 @@ def override_span_attributes(overrides: Mapping[str, object]) -> dict[str, Attri
             attributes[CALL_OVERRIDE_ATTRIBUTES[key]] = coerce_infra(key, value)
         except (ValueError, TypeError) as exc:
             warn_once(("override", key), "taskcost_sdk: dropped per-call infra override: %s", exc)
+    return attributes
+
+
+def engine_timing_attributes(timings: Mapping[str, object]) -> dict[str, AttributeValue]:
+    """set_engine_timings() keywords -> span attributes. Record time: an invalid value is dropped with a
+    warning, the others are kept; accepted draft tokens above the draft tokens are dropped."""
+    attributes: dict[str, AttributeValue] = {}
+    counts: dict[str, int] = {}
+    for keyword, value in timings.items():
+        if value is None:
+            continue
+        if keyword in ENGINE_TIMING_SECONDS:
+            seconds = coerce_seconds(value)
+            if seconds is not None:
+                attributes[ENGINE_TIMING_SECONDS[keyword]] = seconds
+                continue
+        elif keyword in ENGINE_TIMING_COUNTS:
+            count = coerce_count(value)
+            if count is not None:
+                counts[keyword] = count
+                continue
+        warn_once(("engine", keyword), "taskcost_sdk: dropped engine timing %s=%r", keyword, value)
+    accepted, drafted = counts.get("accepted_tokens"), counts.get("draft_tokens")
+    if accepted is not None and drafted is not None and accepted > drafted:
+        warn_once("engine accepted", "taskcost_sdk: dropped accepted_tokens: more than the draft_tokens")
+        del counts["accepted_tokens"]
+    attributes.update({ENGINE_TIMING_COUNTS[keyword]: count for keyword, count in counts.items()})
     return attributes
 
 
