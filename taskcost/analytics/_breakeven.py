@@ -280,7 +280,8 @@ def _traffic(
     top = Top((), hourly.unique(keys).height, options.max_groups)
     if hourly.is_empty():
         top = _top_models(store, filters, options.max_groups)
-        hourly = frame(store, _traffic_sql(filters, top), filters)
+        if top.groups:  # (none: no traffic at all, nothing to fold)
+            hourly = frame(store, _traffic_sql(filters, top), filters)
     keys = ["provider", "model", "deployment", "tail_priced"]
     if hourly.is_empty():
         return hourly, None, pl.DataFrame(), top, []

@@ -10,6 +10,7 @@ rewritten here, on the tree, one function each.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
@@ -23,6 +24,8 @@ from sqlglot.tokens import Tokenizer, TokenType
 from taskcost.store._base import QueryError
 
 __all__ = ["DUCKDB_SEMANTICS", "as_duckdb_types", "to_clickhouse"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 DUCKDB_SEMANTICS: dict[str, int] = {
@@ -54,7 +57,9 @@ def to_clickhouse(sql: str, params: Sequence[Any] | None = None) -> str:
             sql = sql[: hole.start] + _literal(value).sql(dialect="duckdb") + sql[hole.end + 1 :]
         trees = [t for t in sqlglot.parse(sql, read="duckdb") if t is not None]
     except (ParseError, TokenError) as exc:
-        raise QueryError(f"syntax error: {exc}") from None
+        # (SQLGlot underlines the token with terminal escapes, on a line of its own: one plain line instead)
+        said = " ".join(_ANSI.sub("", str(exc)).split())
+        raise QueryError(f"syntax error: {said}") from None
     if len(trees) != 1:
         raise QueryError("one statement per query")
     tree = trees[0]
