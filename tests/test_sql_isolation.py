@@ -63,6 +63,11 @@ INTERNAL = [
     "spool_commits",
     "schema_migrations",
     "cluster_cost_rows",
+    "engine_span_rows",
+    "llm_call_engine_rows",
+    "engine_metric_rows",
+    "engine_span_once",
+    "engine_span_match",
     "duckdb_tables",
     "duckdb_columns",
     "sqlite_master",
@@ -177,6 +182,18 @@ class World:
     internal_only: set[str]  # columns only internal tables have
 
 
+def _engine_requests(project_mark: str) -> tuple[bytes, bytes]:
+    """A vLLM server span (parented by nothing stored: kept unmatched) and an engine metrics export, whose engine
+    and cluster carry ``project_mark`` (the other project's rows say so wherever they leak)."""
+    from tests.interop.otlp import S, request
+    from tests.test_engine_metrics import _request
+
+    vllm = S("llm_request", 90, 7, {"gen_ai.request.id": f"{project_mark}-req", "gen_ai.latency.e2e": 0.5})
+    spans = request(vllm, resource={"service.name": project_mark, "taskcost.cluster.id": project_mark})
+    metrics = _request({"taskcost.cluster.id": project_mark, "taskcost.engine.name": "vllm"})
+    return spans.SerializeToString(), metrics.SerializeToString()
+
+
 def _their_request() -> bytes:
     req = sample_request()
     for rs in req.resource_spans:
@@ -202,6 +219,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         assert client.post("/v1/traces", content=ours, headers=mine).is_success
         theirs = {**pb, "Authorization": f"Bearer {ingest_theirs}"}
         assert client.post("/v1/traces", content=_their_request(), headers=theirs).is_success
+        for mark, headers in (("alpha-engine", mine), (THEIR_MARK, theirs)):
+            engine_spans, engine_metrics = _engine_requests(mark)
+            assert client.post("/v1/traces", content=engine_spans, headers=headers).is_success
+            assert client.post("/v1/metrics", content=engine_metrics, headers=headers).is_success
         keys = store.admin_query("SELECT id, prefix, secret_sha256 FROM api_keys").rows
         forbidden = [str(v) for row in keys for v in row] + [read_theirs, read_ours, THEIR_MARK]
         columns = store.admin_query(
@@ -229,6 +250,9 @@ def test_the_world_has_both_projects(world: World) -> None:
     """The oracles below mean something only if the other project's rows exist and ours are visible."""
     counts = dict(world.store.admin_query("SELECT project, count(*) FROM llm_calls GROUP BY ALL").rows)
     assert counts.get(OURS, 0) > 0 and counts.get(THEIRS, 0) > 0
+    for view in ("engine_spans", "engine_metrics"):
+        counts = dict(world.store.admin_query(f"SELECT project, count(*) FROM {view} GROUP BY ALL").rows)
+        assert counts.get(OURS, 0) > 0 and counts.get(THEIRS, 0) > 0, view
     r = world.client.post(
         "/api/sql",
         json={"sql": "SELECT DISTINCT project, service_name FROM llm_calls"},
