@@ -13,7 +13,7 @@ from taskcost.store._base import AllocationDue
 if TYPE_CHECKING:
     from taskcost.pricing import Pricer
 
-__all__ = ["allocation_due"]
+__all__ = ["allocation_due", "cluster_ids", "due"]
 
 
 def allocation_due(
@@ -33,18 +33,7 @@ def allocation_due(
                 "SELECT cluster_id, max(window_end_ns), max(computed_at_ns) FROM cluster_cost_rows GROUP BY 1"
             ).fetchall()
         }
-        clusters = pricer.clusters
-        ids = [] if clusters is None else sorted({c.id for c in clusters.clusters})
-        starts: list[int] = []
-        for cid in ids:
-            after = stored[cid][0] if cid in stored else None
-            for period in clusters.periods(cid) if clusters is not None else []:
-                if after is not None and period.end_ns is not None and period.end_ns <= after:
-                    continue  # this period's windows are all stored
-                start = period.start_ns if after is None else max(after, period.start_ns)
-                if start < closed:
-                    starts.append(start)
-                break  # the first period with windows still to allocate
+        ids = cluster_ids(pricer)
         late = None
         if ids and received_since_ns is not None:
             marks = ", ".join("?" for _ in ids)
@@ -54,8 +43,32 @@ def allocation_due(
                 f"AND received_ns >= ? AND end_ns <= ? AND cluster_id IN ({marks})",
                 [received_since_ns, closed, *ids],
             )
-            if late is not None:
-                starts.append(late)
+    return due(pricer, stored, closed, late)
+
+
+def cluster_ids(pricer: Pricer) -> list[str]:
+    """The configured clusters' ids, sorted (none without a clusters file)."""
+    return [] if pricer.clusters is None else sorted({c.id for c in pricer.clusters.clusters})
+
+
+def due(pricer: Pricer, stored: dict[str, tuple[int, int]], closed: int, late: int | None) -> AllocationDue:
+    """What is due, from the stored windows (cluster id -> (last window's end, last computed at)), the end of the
+    last ended window ``closed`` and the first late call's start (None: none): both stores' rule."""
+    w = pricer.window_s * 1_000_000_000
+    clusters = pricer.clusters
+    ids = cluster_ids(pricer)
+    starts: list[int] = []
+    for cid in ids:
+        after = stored[cid][0] if cid in stored else None
+        for period in clusters.periods(cid) if clusters is not None else []:
+            if after is not None and period.end_ns is not None and period.end_ns <= after:
+                continue  # this period's windows are all stored
+            start = period.start_ns if after is None else max(after, period.start_ns)
+            if start < closed:
+                starts.append(start)
+            break  # the first period with windows still to allocate
+    if late is not None:
+        starts.append(late)
     ends = [end for cid, (end, _) in stored.items() if cid in ids]
     since = min(starts) if starts else None
     return AllocationDue(

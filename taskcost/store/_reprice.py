@@ -57,7 +57,7 @@ from taskcost.store import _hours, _rollup
 from taskcost.store._rows import PRICE_COLUMNS, price_row, usage_of
 from taskcost.store._sql import count, transaction
 
-__all__ = ["Progress", "allocate", "cluster_costs", "reprice"]
+__all__ = ["WINDOW_COLUMNS", "Progress", "allocate", "cluster_costs", "reprice", "window_rows"]
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -405,33 +405,42 @@ def _cluster_pass(
     _apply(cur, changed)
 
 
+WINDOW_COLUMNS = (
+    "cluster_id", "window_start_ns", "window_end_ns", "gpu_type", "gpu_count", "usd_per_gpu_hour", "rate_source",
+    "bill_usd", "attributed_usd", "idle_usd", "busy_s", "calls", "clusters_version", "computed_at_ns",
+)  # fmt: skip
+"""``cluster_cost_rows``' columns, in order (both stores)."""
+
+
+def window_rows(allocations: list[WindowAllocation], label: str, now_ns: int) -> list[list[Any]]:
+    """The allocated windows as ``cluster_cost_rows`` rows (WINDOW_COLUMNS)."""
+    return [
+        [
+            a.cluster.id,
+            a.start_ns,
+            a.end_ns,
+            a.cluster.gpu_type,
+            a.cluster.gpu_count,
+            a.cluster.rate,
+            a.cluster.rate_source,
+            a.bill_usd,
+            a.attributed_usd,
+            a.idle_usd,
+            a.busy_ns / 1e9,
+            len(a.shares),
+            label,
+            now_ns,
+        ]
+        for a in allocations
+    ]
+
+
 def _store_windows(
     cur: duckdb.DuckDBPyConnection, allocations: list[WindowAllocation], label: str, now_ns: int
 ) -> None:
-    if not allocations:
-        return
-    cur.executemany(
-        "INSERT INTO cluster_cost_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            [
-                a.cluster.id,
-                a.start_ns,
-                a.end_ns,
-                a.cluster.gpu_type,
-                a.cluster.gpu_count,
-                a.cluster.rate,
-                a.cluster.rate_source,
-                a.bill_usd,
-                a.attributed_usd,
-                a.idle_usd,
-                a.busy_ns / 1e9,
-                len(a.shares),
-                label,
-                now_ns,
-            ]
-            for a in allocations
-        ],
-    )
+    if allocations:
+        marks = ", ".join("?" for _ in WINDOW_COLUMNS)
+        cur.executemany(f"INSERT INTO cluster_cost_rows VALUES ({marks})", window_rows(allocations, label, now_ns))
 
 
 def _catch_up(

@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from taskcost.pricing import RepriceReport, SelfHostedCall, allocate_self_hosted, allocation_range
+from taskcost.store._allocation_due import cluster_ids, due
 from taskcost.store._base import AllocationDue
-from taskcost.store._reprice import _price_page, _same
+from taskcost.store._reprice import WINDOW_COLUMNS, _price_page, _same, window_rows
 from taskcost.store._rows import PRICE_COLUMNS, price_row
 from taskcost.store.clickhouse._schema import COUNTED_ORDER, COUNTED_PER
 
@@ -246,45 +247,8 @@ def _cluster_pass(
         pairs = ", ".join(f"({_quote(c)}, {int(s)})" for c, s in gone)
         client.command(f"DELETE FROM cluster_cost_rows WHERE (cluster_id, window_start_ns) IN ({pairs})")
     if allocated.windows and pricer.clusters is not None:
-        label = pricer.clusters.label
-        client.insert(
-            "cluster_cost_rows",
-            [
-                [
-                    a.cluster.id,
-                    a.start_ns,
-                    a.end_ns,
-                    a.cluster.gpu_type,
-                    a.cluster.gpu_count,
-                    a.cluster.rate,
-                    a.cluster.rate_source,
-                    a.bill_usd,
-                    a.attributed_usd,
-                    a.idle_usd,
-                    a.busy_ns / 1e9,
-                    len(a.shares),
-                    label,
-                    now_ns,
-                ]
-                for a in allocated.windows
-            ],
-            column_names=[
-                "cluster_id",
-                "window_start_ns",
-                "window_end_ns",
-                "gpu_type",
-                "gpu_count",
-                "usd_per_gpu_hour",
-                "rate_source",
-                "bill_usd",
-                "attributed_usd",
-                "idle_usd",
-                "busy_s",
-                "calls",
-                "clusters_version",
-                "computed_at_ns",
-            ],
-        )
+        rows = window_rows(allocated.windows, pricer.clusters.label, now_ns)
+        client.insert("cluster_cost_rows", rows, column_names=list(WINDOW_COLUMNS))
     _reinsert(client, schema, tbl, new)
 
 
@@ -353,28 +317,16 @@ def allocate(
 
 
 def allocation_due(client: Any, pricer: Pricer, *, closed_ns: int, received_since_ns: int | None) -> AllocationDue:
-    """The DuckDB store's ``_allocation_due.allocation_due``, read from the ClickHouse tables (the stored windows
+    """The DuckDB store's rule (``_allocation_due.due``), read from the ClickHouse tables (the stored windows
     through FINAL, the late calls among the counted ones)."""
-    w = pricer.window_s * 1_000_000_000
-    closed = closed_ns - closed_ns % w
+    closed = closed_ns - closed_ns % (pricer.window_s * 1_000_000_000)
     stored = {
         str(cid): (int(end), int(at))
         for cid, end, at in client.query(
             "SELECT cluster_id, max(window_end_ns), max(computed_at_ns) FROM cluster_cost_rows FINAL GROUP BY 1"
         ).result_rows
     }
-    clusters = pricer.clusters
-    ids = [] if clusters is None else sorted({c.id for c in clusters.clusters})
-    starts: list[int] = []
-    for cid in ids:
-        after = stored[cid][0] if cid in stored else None
-        for period in clusters.periods(cid) if clusters is not None else []:
-            if after is not None and period.end_ns is not None and period.end_ns <= after:
-                continue
-            start = period.start_ns if after is None else max(after, period.start_ns)
-            if start < closed:
-                starts.append(start)
-            break
+    ids = cluster_ids(pricer)
     late = None
     if ids and received_since_ns is not None:
         row = client.query(
@@ -384,14 +336,4 @@ def allocation_due(client: Any, pricer: Pricer, *, closed_ns: int, received_sinc
             settings={"aggregate_functions_null_for_empty": 1},
         ).result_rows
         late = None if not row or row[0][0] is None else int(row[0][0])
-        if late is not None:
-            starts.append(late)
-    ends = [end for cid, (end, _) in stored.items() if cid in ids]
-    since = min(starts) if starts else None
-    return AllocationDue(
-        since_ns=None if since is None else since - since % w,
-        closed_ns=closed,
-        allocated_through_ns=max(ends) if ends else None,
-        last_allocated_at_ns=max((at for _, at in stored.values()), default=None),
-        late_calls_from_ns=late,
-    )
+    return due(pricer, stored, closed, late)
