@@ -13,7 +13,6 @@ writer as the history is; then the ``engine_calls`` view read whole and the ``en
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from bench.analytics import _median
 from bench.query import load_history
 from bench.traffic import requests
 
@@ -54,16 +54,6 @@ FROM llm_call_rows WHERE deployment = 'self_hosted'
 """
 
 _READ_ALL = "SELECT count(*), sum(decode_s), sum(queue_s), count(spec_method) FROM engine_calls"
-
-
-def _median(fn: Any, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def _kv(key: str, value: Any) -> KeyValue:

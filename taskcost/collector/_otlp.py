@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import zlib
+from concurrent.futures import Future
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -36,7 +37,7 @@ from taskcost.collector._ingest import (
 )
 from taskcost.collector._metrics import Metrics
 from taskcost.normalize import DecodedTooLarge, DecodeError, IntakeLimits
-from taskcost.store import DEFAULT_PROJECT, Store, StoreBusyError
+from taskcost.store import DEFAULT_PROJECT, CommitInfo, PreparedBatch, Store, StoreBusyError
 
 __all__ = ["otlp_router"]
 
@@ -136,6 +137,27 @@ def otlp_router(
             metrics.refused.labels("too_many_in_flight").inc()
             raise ApiError(503, f"more than {max_inflight} requests in flight; retry shortly", headers=_BUSY) from None
 
+    async def submit(batch: PreparedBatch) -> Future[CommitInfo]:
+        """Queue ``batch`` for the store, waiting up to ``backpressure_wait_s`` for room (503 + Retry-After past it)."""
+        try:
+            return store.submit(batch)
+        except StoreBusyError:
+            metrics.throttled.labels("queue_full").inc()
+            try:
+                return await run_in_threadpool(store.submit, batch, backpressure_wait_s)
+            except StoreBusyError as exc:
+                metrics.refused.labels("queue_full").inc()
+                raise ApiError(503, f"{exc}; nothing of this batch was kept, retry shortly", headers=_BUSY) from None
+
+    async def committed(future: Future[CommitInfo], what: str) -> None:
+        """Wait for the store's commit of a submitted batch (``what`` it held, for the log); 503 when it failed."""
+        try:
+            await asyncio.wrap_future(future)
+        except Exception as exc:
+            log.error("batch of %s not committed: %s", what, exc)
+            metrics.refused.labels("store_failed").inc()
+            raise ApiError(503, STORE_FAILED, headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+
     @router.post("/v1/traces", include_in_schema=False)
     async def export_traces(request: Request) -> Response:
         caller = authenticate(auth, request, "ingest")  # before the body is read
@@ -162,26 +184,11 @@ def otlp_router(
             metrics.on_limits(ingested.cut)
             future = None
             if prepared.span_count:
-                try:
-                    future = store.submit(prepared)
-                except StoreBusyError:
-                    metrics.throttled.labels("queue_full").inc()
-                    try:
-                        future = await run_in_threadpool(store.submit, prepared, backpressure_wait_s)
-                    except StoreBusyError as exc:
-                        metrics.refused.labels("queue_full").inc()
-                        raise ApiError(
-                            503, f"{exc}; nothing of this batch was kept, retry shortly", headers=_BUSY
-                        ) from None
+                future = await submit(prepared)
         finally:
             inflight.release()
         if future is not None:
-            try:
-                await asyncio.wrap_future(future)
-            except Exception as exc:
-                log.error("batch of %d spans not committed: %s", prepared.span_count, exc)
-                metrics.refused.labels("store_failed").inc()
-                raise ApiError(503, STORE_FAILED, headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+            await committed(future, f"{prepared.span_count} spans")
         return _response(ctype, ingested)
 
     @router.post("/v1/metrics", include_in_schema=False)
@@ -217,26 +224,11 @@ def otlp_router(
                 parsed.rejected += over
                 parsed.messages.append(f"{over} sample(s) over the project's series cap (engine_max_series)")
             if batch is not None:
-                try:
-                    future = store.submit(batch)
-                except StoreBusyError:
-                    metrics.throttled.labels("queue_full").inc()
-                    try:
-                        future = await run_in_threadpool(store.submit, batch, backpressure_wait_s)
-                    except StoreBusyError as exc:
-                        metrics.refused.labels("queue_full").inc()
-                        raise ApiError(
-                            503, f"{exc}; nothing of this batch was kept, retry shortly", headers=_BUSY
-                        ) from None
+                future = await submit(batch)
         finally:
             inflight.release()
         if future is not None and batch is not None:
-            try:
-                await asyncio.wrap_future(future)
-            except Exception as exc:
-                log.error("batch of %d engine metric samples not committed: %s", batch.sample_count, exc)
-                metrics.refused.labels("store_failed").inc()
-                raise ApiError(503, STORE_FAILED, headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+            await committed(future, f"{batch.sample_count} engine metric samples")
             engines.stored(batch)
         return _metrics_response(ctype, metrics_export_response(parsed))
 
