@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import shutil
+import typing
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -37,6 +38,17 @@ PARAMS: dict[str, dict[str, str]] = {
 
 def test_every_question_has_its_parameters_here() -> None:
     assert set(PARAMS) == set(QUESTIONS)
+
+
+def test_every_integer_option_has_bounds_a_json_answer_can_carry() -> None:
+    # an answer echoes its options: an unbounded integer (2**64 from a fuzzer) would be a 500 when it is written out
+    for model in (Filters, *(q.options for q in QUESTIONS.values())):
+        for n, f in model.model_fields.items():
+            if int in (f.annotation, *typing.get_args(f.annotation)):
+                bounds = {type(m).__name__: m for m in f.metadata}
+                assert "Le" in bounds or "Lt" in bounds, f"{model.__name__}.{n} has no upper bound"
+                upper = bounds["Le"].le if "Le" in bounds else bounds["Lt"].lt
+                assert upper < 2**53 and ("Ge" in bounds or "Gt" in bounds), f"{model.__name__}.{n}"
 
 
 def _fleet(fleet: Fleet, project: str, scale: int) -> None:

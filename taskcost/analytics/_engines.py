@@ -43,8 +43,8 @@ class EnginesOptions(Options):
         "model): compared as configurations of their own.",
     )
     min_calls: int = Field(
-        20, ge=1, description="Rank only configurations with at least this many call attempts (the others say how "
-        "many more they need).",
+        20, ge=1, le=1_000_000_000, description="Rank only configurations with at least this many call attempts (the "
+        "others say how many more they need).",
     )  # fmt: skip
     confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence level of every interval.")
 

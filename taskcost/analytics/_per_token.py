@@ -55,7 +55,10 @@ class PerTokenOptions(Options):
         0.95, gt=0, lt=1, description="Confidence level of the interval of $/completed task (and of the success rate)."
     )
     min_completed: int = Field(
-        1, ge=1, description="Rank only groups with at least this many completed tasks (the others are listed)."
+        1,
+        ge=1,
+        le=1_000_000_000,
+        description="Rank only groups with at least this many completed tasks (the others are listed).",
     )
     max_groups: int = max_groups_option()
 
