@@ -333,7 +333,8 @@ def _traffic(
     window_hours = hours
     model_api = hourly.group_by(keys).agg(pl.col("api_umtok").sum())
     models = models.join(model_api, on=keys, how="left", nulls_equal=True)
-    table = models.sort("provider", "model", "deployment", nulls_last=True).select(
+    # a fold's two ``other`` rows of one deployment (part priced, part not) tie on the first three: the priced first
+    table = models.sort(keys, descending=[False, False, False, True], nulls_last=True).select(
         *keys[:3],
         "calls",
         "input_tokens",

@@ -69,6 +69,7 @@ def to_clickhouse(sql: str, params: Sequence[Any] | None = None) -> str:
 def _rewrite(tree: exp.Expr) -> exp.Expr:
     """What SQLGlot leaves in DuckDB's terms, in ClickHouse's: one rule per difference."""
     for select in list(tree.find_all(exp.Select)):
+        _name_star_columns(select)
         _unnest_joins(select)
     for table in list(tree.find_all(exp.Table)):
         if isinstance(table.this, exp.GenerateSeries):
@@ -122,6 +123,73 @@ def _json_type(duck: str) -> str:
         return _DUCK_TO_CH_TYPES[name]
 
     return walk(json.loads(duck))
+
+
+def _name_star_columns(select: exp.Select) -> None:
+    """``t.*`` in a SELECT with a JOIN -> ``t.a AS a, t.b AS b, ...`` when ``t`` is a CTE or a subquery of the
+    statement whose columns all have names: DuckDB names each column as ``t`` does; ClickHouse names one that another
+    joined table also has ``t.a`` (the right table's with one JOIN, every table's with two or more), so a query further
+    out does not find ``a``. A star over a stored table or view, or with EXCLUDE / REPLACE, is left as it is."""
+    if not select.args.get("joins"):
+        return
+    projections: list[exp.Expr] = []
+    for e in select.expressions:
+        star = e.this if isinstance(e, exp.Column) else None
+        names = _source_columns(select, e.table) if isinstance(star, exp.Star) and not any(star.args.values()) else None
+        if names is None:
+            projections.append(e)
+            continue
+        table = e.args["table"]
+        projections += [exp.alias_(exp.column(n.copy(), table=table.copy()), n.copy()) for n in names]
+    select.set("expressions", projections)
+
+
+def _source_columns(select: exp.Select, name: str) -> list[exp.Identifier] | None:
+    """The column names of the table expression ``name`` in ``select``'s FROM and JOINs, when it is a CTE or a
+    subquery whose columns all have names (its alias's column list first); None otherwise."""
+    sources = [select.args["from_"].this] if select.args.get("from_") else []
+    sources += [j.this for j in select.args.get("joins") or []]
+    found = [s for s in sources if s.alias_or_name == name]
+    if len(found) != 1:
+        return None
+    [source] = found
+    renamed = list(source.args["alias"].columns) if source.args.get("alias") else []
+    if isinstance(source, exp.Subquery):
+        body = source.this
+    elif isinstance(source, exp.Table) and not source.args.get("db"):
+        cte = _cte(select, source.name)
+        if cte is None:
+            return None
+        renamed = renamed or list(cte.args["alias"].columns)
+        body = cte.this
+    else:
+        return None
+    if not isinstance(body, exp.Select):
+        return None
+    names: list[exp.Identifier] = []
+    for i, p in enumerate(body.expressions):
+        if i < len(renamed):
+            names.append(renamed[i])
+        elif isinstance(p, exp.Alias):
+            names.append(p.args["alias"])
+        elif isinstance(p, exp.Column) and isinstance(p.this, exp.Identifier):
+            names.append(p.this)
+        else:
+            return None  # a star, or an expression DuckDB names by its text
+    return names
+
+
+def _cte(node: exp.Expr, name: str) -> exp.CTE | None:
+    """The CTE ``name`` as seen from ``node``: the nearest WITH that defines it."""
+    scope: exp.Expr | None = node
+    while scope is not None:
+        with_ = scope.args.get("with_")
+        if isinstance(with_, exp.With):
+            for cte in with_.expressions:
+                if cte.alias == name:
+                    return cte
+        scope = scope.parent
+    return None
 
 
 def _unnest_joins(select: exp.Select) -> None:
