@@ -174,7 +174,7 @@ class Attrs:
     (``NormalizeRules.read_names``; default: all of them), what each span's merged mapping copies: a resource's
     other attributes are never read, and copying them for every span would cost their number times the spans."""
 
-    __slots__ = ("span", "resource", "warn", "ignore", "get")
+    __slots__ = ("span", "resource", "warn", "ignore", "get", "merged")
 
     def __init__(
         self,
@@ -191,6 +191,7 @@ class Attrs:
         # one merged mapping, built once per span: every read is then a single C-level dict lookup
         base = resource if read is None else read
         merged = base | span if base else span
+        self.merged = merged  # its names choose a call span's key table (_plan)
         self.get: Callable[[str], Any] = merged.get
 
     def has(self, *keys: str) -> bool:

@@ -20,6 +20,7 @@ __all__ = [
     "error_type_from_events",
     "operation",
     "provider",
+    "provider_id",
     "response_id",
     "role",
     "server_address",
@@ -27,6 +28,7 @@ __all__ = [
     "tool_name",
     "ttft",
     "usage",
+    "usage_of",
 ]
 
 _USAGE_NAMES = (*C.INPUT_TOKENS, *C.OUTPUT_TOKENS, *C.CACHE_READ_TOKENS, *C.CACHE_WRITE_TOKENS)
@@ -93,7 +95,11 @@ def role(span_attrs: dict[str, Any], op: str | None) -> str | None:
 
 def provider(a: Attrs) -> str | None:
     """The provider as an OpenTelemetry `gen_ai.provider.name` id (other conventions' names translated)."""
-    raw = a.text(*C.PROVIDER)
+    return provider_id(a.text(*C.PROVIDER))
+
+
+def provider_id(raw: str | None) -> str | None:
+    """A provider name as sent -> its OpenTelemetry `gen_ai.provider.name` id."""
     if raw is None:
         return None
     raw = raw.strip()
@@ -124,12 +130,27 @@ def usage(a: Attrs) -> Usage:
     reads plus writes it cannot be inclusive (an emitter passed Anthropic's raw, cache-exclusive count): the cache
     counts are added to it, with a warning. A missing input or output is derived from a total when one is given.
     """
-    inp = a.integer(*C.INPUT_TOKENS)
-    out = a.integer(*C.OUTPUT_TOKENS)
-    read = a.integer(*C.CACHE_READ_TOKENS)
-    write = a.integer(*C.CACHE_WRITE_TOKENS)
-    reasoning = a.integer(*C.REASONING_TOKENS)
-    total = a.integer(*C.TOTAL_TOKENS)
+    return usage_of(
+        a,
+        a.integer(*C.INPUT_TOKENS),
+        a.integer(*C.OUTPUT_TOKENS),
+        a.integer(*C.CACHE_READ_TOKENS),
+        a.integer(*C.CACHE_WRITE_TOKENS),
+        a.integer(*C.REASONING_TOKENS),
+        a.integer(*C.TOTAL_TOKENS),
+    )
+
+
+def usage_of(
+    a: Attrs,
+    inp: int | None,
+    out: int | None,
+    read: int | None,
+    write: int | None,
+    reasoning: int | None,
+    total: int | None,
+) -> Usage:
+    """``usage`` from the counts as read (each the first of its names with a count)."""
     if total is not None:
         if out is None and inp is not None and total >= inp:
             out = total - inp

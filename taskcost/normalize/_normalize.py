@@ -8,9 +8,9 @@ response are folded into one call (_fold).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
@@ -31,6 +31,7 @@ from taskcost.normalize._limits import (
     dropped_count,
     kept_events,
 )
+from taskcost.normalize._plan import call_plan
 from taskcost.normalize._records import (
     LLMCallRecord,
     NormalizedBatch,
@@ -47,6 +48,8 @@ _MAX_NS = 2**63  # BIGINT nanoseconds: up to the year 2262
 _MAX_KIND = 5  # SpanKind: UNSPECIFIED .. CONSUMER
 _MAX_STATUS = 2  # StatusCode: UNSET, OK, ERROR
 _MAX_ATTEMPT = 1_000_000
+_INF = float("inf")
+_ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
 
 _ERROR = Status.STATUS_CODE_ERROR
 _MAX_MESSAGES = 5  # NormalizedBatch's
@@ -232,7 +235,7 @@ def _parse(
     """The span's record (into ``out``) and what building its call, tool call or task needs; None (and a rejection)
     for a span no record can be made of. Each field of the message is read once (each read costs a lookup)."""
     raw_trace, raw_span, raw_parent = span.trace_id, span.span_id, span.parent_span_id
-    if len(raw_trace) != 16 or len(raw_span) != 8 or not any(raw_trace) or not any(raw_span):
+    if len(raw_trace) != 16 or len(raw_span) != 8 or raw_trace == _ZERO_TRACE or raw_span == _ZERO_SPAN:
         out.reject(f"span {span.name[:100]!r}: trace_id must be 16 bytes and span_id 8 bytes, not all zero")
         return None
     if raw_parent and len(raw_parent) != 8:
@@ -274,24 +277,24 @@ def _parse(
     kind = span.kind
     scope_name, scope_version = scope
     out.spans.append(
-        SpanRecord(
-            trace_id=trace_id,
-            span_id=span_id,
-            parent_span_id=parent_id,
-            name=span.name,
-            kind=int(kind) if 0 <= kind <= _MAX_KIND else 0,  # unknown enum values: unspecified
-            start_ns=start_ns,
-            end_ns=end_ns,
-            status_code=int(status_code) if 0 <= status_code <= _MAX_STATUS else 0,
-            status_message=status.message,
-            service_name=res.service,
-            scope_name=scope_name,
-            scope_version=scope_version,
-            attributes=compact_sorted(span_attrs),
-            resource_attributes=res.json,
-            events=compact_sorted(events) if events else "[]",
-            dropped_attributes_count=dropped_attributes,
-            dropped_events_count=dropped_events,
+        SpanRecord(  # positional, in its field order (pinned by a test)
+            trace_id,
+            span_id,
+            parent_id,
+            span.name,
+            int(kind) if 0 <= kind <= _MAX_KIND else 0,  # unknown enum values: unspecified
+            start_ns,
+            end_ns,
+            int(status_code) if 0 <= status_code <= _MAX_STATUS else 0,
+            status.message,
+            res.service,
+            scope_name,
+            scope_version,
+            compact_sorted(span_attrs),
+            res.json,
+            compact_sorted(events) if events else "[]",
+            dropped_attributes,
+            dropped_events,
         )
     )
     a = Attrs(span_attrs, res.attributes, out.warn, out.ignore, res.read)
@@ -303,23 +306,29 @@ def _parse(
             engine_span(a, trace_id, span_id, parent_id, (start_ns, end_ns), ctx.engine, ctx.cluster_id, res.service)
         )
         return None
-    op = X.operation(a)
+    op = a.get(C.OPERATION)  # nearly always the OTel name: the other conventions only when it is missing
+    if type(op) is not str or not op:
+        op = X.operation(a)
+    task_names = rules.task_id_attributes
+    own_task_id = a.get(task_names[0]) if task_names else None
+    if type(own_task_id) is not str or not own_task_id:
+        own_task_id = a.text(*task_names) if task_names else None
     return _Parsed(
-        span=span,
-        events=span_events,
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_id=parent_id,
-        start_ns=start_ns,
-        end_ns=end_ns,
-        failed=status_code == _ERROR,
-        scope_name=scope_name,
-        attrs=a,
-        service=res.service,
-        op=op,
-        role=X.role(span_attrs, op),
-        own_task_id=a.text(*rules.task_id_attributes) if rules.task_id_attributes else None,
-        shared=shared,
+        span,
+        span_events,
+        trace_id,
+        span_id,
+        parent_id,
+        start_ns,
+        end_ns,
+        status_code == _ERROR,
+        scope_name,
+        a,
+        res.service,
+        op,
+        X.role(span_attrs, op),
+        own_task_id,
+        shared,
     )
 
 
@@ -479,60 +488,109 @@ def _prompt_fingerprint(a: Attrs) -> tuple[int | None, int | None, int | None, s
 def _llm_call(
     p: _Parsed, task_id: str, status: str, error_type: str | None, pricing_names: tuple[str, ...]
 ) -> tuple[LLMCallRecord, X.Usage]:
-    """The call's record, and its token counts (the record's) for folding."""
+    """The call's record, and its token counts (the record's) for folding.
+
+    Each field is read at the one name its key table (``_plan``) chose for spans of this shape: a value of the usual
+    type is taken as it is; any other, and a field whose name is missing here, goes to the general reader (``Attrs``,
+    ``_extract``), which tries every name in precedence order and gives a skipped value its reason."""
     a, span = p.attrs, p.span
-    get = a.get
+    get = cast("Callable[[str | None], Any]", a.merged.get)  # a name the key table found missing is None
+    plan = call_plan(tuple(a.merged), pricing_names)
+    (k_in, k_out, k_read, k_write, k_reason, k_total, k_att, k_call,
+     k_prov, k_req, k_resp, k_rid, k_ttft, k_srv, k_conv, k_agent) = plan.keys  # fmt: skip
+    # token counts: an int in [0, MAX_TOKENS] at the chosen name is the count
+    inp, out, read, write = get(k_in), get(k_out), get(k_read), get(k_write)
+    if type(inp) is not int or not 0 <= inp <= MAX_TOKENS:
+        inp = a.integer(*C.INPUT_TOKENS) if k_in else None
+    if type(out) is not int or not 0 <= out <= MAX_TOKENS:
+        out = a.integer(*C.OUTPUT_TOKENS) if k_out else None
+    if type(read) is not int or not 0 <= read <= MAX_TOKENS:
+        read = a.integer(*C.CACHE_READ_TOKENS) if k_read else None
+    if type(write) is not int or not 0 <= write <= MAX_TOKENS:
+        write = a.integer(*C.CACHE_WRITE_TOKENS) if k_write else None
+    reasoning = a.integer(*C.REASONING_TOKENS) if k_reason else None
+    total = a.integer(*C.TOTAL_TOKENS) if k_total else None
+    usage = X.usage_of(a, inp, out, read, write, reasoning, total)
+    attempt = get(k_att)
+    if type(attempt) is not int or not 0 <= attempt <= _MAX_ATTEMPT:
+        attempt = a.integer(N.CALL_ATTEMPT, limit=_MAX_ATTEMPT) if k_att else None
+    # text: a non-empty string at the chosen name is the value
+    call_id, raw_provider, request_model, response_model = get(k_call), get(k_prov), get(k_req), get(k_resp)
+    if type(call_id) is not str or not call_id:
+        call_id = a.text(N.CALL_ID) if k_call else None
+    if type(raw_provider) is not str or not raw_provider:
+        raw_provider = a.text(*C.PROVIDER) if k_prov else None
+    if type(request_model) is not str or not request_model:
+        request_model = a.text(*C.REQUEST_MODEL) if k_req else None
+    if type(response_model) is not str or not response_model:
+        response_model = a.text(*C.RESPONSE_MODEL) if k_resp else None
+    rid, server, conversation, agent = get(k_rid), get(k_srv), get(k_conv), get(k_agent)
+    if type(rid) is not str or not rid:
+        rid = X.response_id(a) if k_rid or plan.output_value else None
+    if type(server) is not str or not server:
+        server = X.server_address(a) if k_srv or plan.api_base else None
+    if type(conversation) is not str or not conversation:
+        conversation = a.text(*C.CONVERSATION_ID) if k_conv else None
+    if type(agent) is not str or not agent:
+        agent = X.agent_name(a) if k_agent or plan.traceloop_kind else None
+    ttft = get(k_ttft)
+    if type(ttft) is not float or not 0.0 <= ttft < _INF:
+        ttft = X.ttft(a, span, p.events) if k_ttft or plan.ttft_flags or p.events else None
     pricing = {
         name: value
-        for name in pricing_names
+        for name in plan.pricing
         if (raw := get(name)) is not None and (value := pricing_value(raw, a.ignore, name)) is not None
     }
-    usage = X.usage(a)
-    attempt = a.integer(N.CALL_ATTEMPT, limit=_MAX_ATTEMPT)
     ctx = p.context
     deployment = ctx.deployment
+    # positional (in LLMCallRecord's field order, pinned by a test): 43 keyword arguments cost several times more
     record = LLMCallRecord(
-        trace_id=p.trace_id,
-        span_id=p.span_id,
-        task_id=task_id,
-        call_id=a.text(N.CALL_ID) or p.span_id,
-        attempt=attempt if attempt and attempt >= 1 else 1,
-        start_ns=p.start_ns,
-        end_ns=p.end_ns,
-        operation=p.op or "chat",
-        provider=X.provider(a),
-        request_model=a.text(*C.REQUEST_MODEL),
-        response_model=a.text(*C.RESPONSE_MODEL),
-        response_id=X.response_id(a),
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-        reasoning_tokens=usage.reasoning_tokens,
-        ttft_s=X.ttft(a, span, p.events),
-        status=status,
-        error_type=error_type,
-        server_address=X.server_address(a),
-        service_name=p.service,
-        conversation_id=a.text(*C.CONVERSATION_ID),
-        agent_name=X.agent_name(a),
-        agent_version=ctx.agent_version,
-        harness_version=ctx.harness_version,
-        engine=ctx.engine,
-        engine_version=ctx.engine_version,
-        quantization=ctx.quantization,
-        gpu_type=ctx.gpu_type,
-        gpu_count=ctx.gpu_count,
-        cluster_id=ctx.cluster_id,
-        deployment=deployment if deployment in N.DEPLOYMENTS else None,
-        container_image_name=ctx.image_name,
-        container_image_tags=ctx.image_tags,
-        k8s_cluster_name=ctx.k8s_cluster,
-        cloud_region=ctx.cloud_region,
-        pricing_attributes=pricing or None,
-        engine_detail=call_engine(a, p.trace_id, p.span_id, ctx.topology),
+        p.trace_id,
+        p.span_id,
+        task_id,
+        call_id or p.span_id,
+        attempt if attempt and attempt >= 1 else 1,
+        p.start_ns,
+        p.end_ns,
+        p.op or "chat",  # operation
+        X.provider_id(raw_provider),
+        request_model,
+        response_model,
+        rid,  # response_id
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        usage.reasoning_tokens,
+        ttft,  # ttft_s
+        status,
+        error_type,
+        server,  # server_address
+        p.service,  # service_name
+        conversation,  # conversation_id
+        agent,  # agent_name
+        ctx.agent_version,
+        ctx.harness_version,
+        ctx.engine,
+        ctx.engine_version,
+        ctx.quantization,
+        ctx.gpu_type,
+        ctx.gpu_count,
+        ctx.cluster_id,
+        deployment if deployment in N.DEPLOYMENTS else None,
+        ctx.image_name,  # container_image_name
+        ctx.image_tags,  # container_image_tags
+        ctx.k8s_cluster,  # k8s_cluster_name
+        ctx.cloud_region,
+        pricing or None,  # pricing_attributes
+        None,  # prompt_chars .. prefix_break_kind: set below when the span has a fingerprint
+        None,
+        None,
+        None,
+        call_engine(a, p.trace_id, p.span_id, ctx.topology) if plan.timings or ctx.topology is not None else None,
     )
-    (record.prompt_chars, record.stable_prefix_chars, record.prefix_break_block, record.prefix_break_kind) = (
-        _prompt_fingerprint(a)
-    )
+    if plan.prompt:
+        (record.prompt_chars, record.stable_prefix_chars, record.prefix_break_block, record.prefix_break_kind) = (
+            _prompt_fingerprint(a)
+        )
     return record, usage
