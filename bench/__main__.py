@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 TARGETS = {
     "ingest_spans_per_s": 25_000,
     "ingest_ratio": 0.5,
-    "rss_mb": 400,
+    "pss_mb": 400,
     "query_1m_s": 0.1,
     "query_10m_s": 0.5,
     "sdk_ratio": 1.5,
@@ -46,20 +46,20 @@ def _settings(run: Any) -> str:
 
 
 def _layout_lines(layouts: list[Any]) -> list[str]:
-    """Memory against speed: the defaults and the layouts that use less memory, each a sustained run (as the RSS
-    target is measured), and whether it is within both the ingest and the RSS target."""
-    rss, rate = TARGETS["rss_mb"], TARGETS["ingest_spans_per_s"]
+    """Memory against speed: the defaults and the layouts that use less memory, each a sustained run (as the PSS
+    target is measured), and whether it is within both the ingest and the PSS target."""
+    pss, rate = TARGETS["pss_mb"], TARGETS["ingest_spans_per_s"]
     return [
         f"Memory against speed (one sustained run of {layouts[0].spans:,} spans each; the first row is the sustained"
-        " run above): the ingest target and the RSS target together.",
+        " run above): the ingest target and the memory target (PSS summed at one moment) together.",
         "",
-        "| settings | spans/s | peak RSS summed, MB (processes) | PSS at once, MB | >= "
-        f"{rate:,} spans/s | < {rss} MB |",
+        "| settings | spans/s | PSS at once, MB | RSS peaks summed, MB (processes) | >= "
+        f"{rate:,} spans/s | PSS < {pss} MB |",
         "|---|---|---|---|---|---|",
         *(
             f"| {_settings(o)}{'' if o.memory_limit else ' (memory_limit default)'} | {o.spans_per_s:,.0f} |"
-            f" {o.peak_rss_mb:.0f} ({o.collector_processes}) | {o.peak_pss_mb:.0f} | {_ok(o.spans_per_s >= rate)} |"
-            f" {_ok(o.peak_rss_mb < rss)} |"
+            f" {o.peak_pss_mb:.0f} | {o.peak_rss_mb:.0f} ({o.collector_processes}) | {_ok(o.spans_per_s >= rate)} |"
+            f" {_ok(o.peak_pss_mb < pss)} |"
             for o in layouts
         ),
         "",
@@ -236,6 +236,148 @@ def _engine_lines(quick: bool) -> list[str]:
     return [*lines, ""]
 
 
+def _mix_lines(mixes: list[Any], default: str) -> list[str]:
+    """The traffic mixes, one run each (the bench's own traffic: the median run)."""
+    from bench.traffic import MIXES
+
+    ratio = TARGETS["ingest_ratio"]
+    own = next(m for m in mixes if m.mix == default)
+    return [
+        f"The traffic mixes: one run of about {own.spans:,} spans each, the collector's defaults, {own.senders}"
+        f" senders; the {default} row is the median run above (the bench's traffic). Seeded: the same bodies every"
+        " run. The ceiling, decode + normalise and the normaliser's CPU time are measured on each mix's own bodies.",
+        "",
+        "| mix | bytes/span sent | spans/s | ceiling: decode + keys, spans/s | ratio | >= "
+        f"{ratio} | decode + normalise, spans/s | normalise, CPU us/span | PSS at once, MB | RSS summed peaks, MB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *(
+            f"| {m.mix}: {MIXES[m.mix].label} | {m.bytes_per_span:,.0f} | {m.spans_per_s:,.0f} |"
+            f" {m.ceiling_spans_per_s:,.0f} | {m.ratio:.2f} | {_ok(m.ratio >= ratio)} | {m.normalise_spans_per_s:,.0f}"
+            f" | {m.normalise_cpu_us_per_span:.1f} | {m.peak_pss_mb:.0f} | {m.peak_rss_mb:.0f} |"
+            for m in mixes
+        ),
+        "",
+    ]
+
+
+def _ingest_lines(quick: bool, senders: int, ingest_runs: int) -> list[str]:
+    from bench.ingest import CEILING_SPANS, run_ingest
+    from bench.traffic import DEFAULT_MIX, MIXES
+    from taskcost.settings import Settings
+
+    defaults = Settings()  # the collector's defaults on this machine (env and config file included)
+    workers = defaults.decode_workers
+    size = 20_000 if quick else 200_000
+    print(f"ingest ({DEFAULT_MIX.name} mix) ...", flush=True)
+    runs = [run_ingest(size, senders=senders) for _ in range(1 if quick else ingest_runs)]
+    for i, run in enumerate(runs, 1):
+        print(f"  run {i}: {run.spans_per_s:,.0f} spans/s (ceiling {run.ceiling_spans_per_s:,.0f})", flush=True)
+    r = sorted(runs, key=lambda x: x.spans_per_s)[len(runs) // 2]  # the median run
+    mixes = []
+    for mix in MIXES.values():
+        mixes.append(r if mix == DEFAULT_MIX else run_ingest(size, senders=senders, mix=mix))
+        print(f"  mix {mix.name}: {mixes[-1].spans_per_s:,.0f} spans/s, ratio {mixes[-1].ratio:.2f}", flush=True)
+    others = [
+        *(run_ingest(size, senders=senders, decode_workers=w) for w in (0, 1, 2) if w != workers),
+        run_ingest(size, senders=senders, spool=False),
+        run_ingest(size, senders=senders, memory_limit="512MB"),  # the default before 128MB per core
+        run_ingest(size, senders=senders, grpc=True),
+        run_ingest(size, senders=senders, duckdb_threads=1),  # the default before queries got 2 on 2 cores
+        run_ingest(size, senders=senders, clickhouse=True),  # the same traffic into the ClickHouse store
+    ]
+    # sustained: 5x longer, so that DuckDB's cache, its indexes and the queue reach what a running collector holds
+    long = run_ingest(size * 5, senders=senders, measure_ceilings=False)
+    print(f"  sustained: {long.spans_per_s:,.0f} spans/s, PSS at once {long.peak_pss_mb:,.0f} MB", flush=True)
+    # the layouts that trade speed for memory, sustained as the PSS target is: is any within both targets?
+    layouts = [long]
+    for w, m in ((None, "64MB"), (1, "64MB"), (0, None)):
+        layouts.append(run_ingest(size * 5, senders=senders, decode_workers=w, memory_limit=m, measure_ceilings=False))
+        print(
+            f"  {_settings(layouts[-1])}: {layouts[-1].spans_per_s:,.0f} spans/s, PSS at once"
+            f" {layouts[-1].peak_pss_mb:,.0f} MB",
+            flush=True,
+        )
+    waits = r.read_wait_s + long.read_wait_s
+    wait = statistics.median(waits) if waits else float("nan")
+    worst = max(waits, default=float("nan"))
+    pss, rate, ratio = TARGETS["pss_mb"], TARGETS["ingest_spans_per_s"], TARGETS["ingest_ratio"]
+    return [
+        "## Ingest",
+        "",
+        "Durable: a 200 once the batch is fsynced (to the intake spool, the default); counted when every span is"
+        f" queryable; median of {len(runs)} runs. The collector is `taskcost serve` with its defaults (dashboards"
+        f" mounted), OTLP/gRPC off but in its own row. The traffic is the {DEFAULT_MIX.name} mix"
+        f" ({DEFAULT_MIX.label}); the other mixes are one run each, below. The ceiling is one process decoding the"
+        " same bodies (gunzipped first where they are compressed) and reading the keys the normaliser needs: each"
+        " span's ids, times, status and attributes (and each resource's attributes) as dicts; the whole normaliser"
+        f" (decode + normalise) is its own row. Both are measured on the run's first {CEILING_SPANS:,} spans, median"
+        " of 5; the sustained runs skip them (no row shows them).",
+        "",
+        "| figure | value | target | |",
+        "|---|---|---|---|",
+        f"| spans per run; concurrent senders; decode_workers; DuckDB threads | {r.spans:,}; {r.senders};"
+        f" default ({workers}); default ({defaults.server_duckdb_threads()}) | | |",
+        f"| durable ingest, spans/s | {r.spans_per_s:,.0f} | >= {rate:,} | {_ok(r.spans_per_s >= rate)} |",
+        "| ceiling: decode + reading the keys the normaliser needs (same run, 1 process), spans/s |"
+        f" {r.ceiling_spans_per_s:,.0f} | | |",
+        f"| ingest / ceiling | {r.ratio:.2f} | >= {ratio} | {_ok(r.ratio >= ratio)} |",
+        "| decode + normalise, the whole normaliser (same run, 1 process), spans/s |"
+        f" {r.normalise_spans_per_s:,.0f} | | |",
+        "| normalise, CPU us per span (one process, decoded requests in memory, median of 5) |"
+        f" {r.normalise_cpu_us_per_span:.1f} | | |",
+        f"| sustained: one run of {long.spans:,} spans, spans/s | {long.spans_per_s:,.0f} | >= {rate:,} |"
+        f" {_ok(long.spans_per_s >= rate)} |",
+        f"| collector memory over the sustained run: the largest PSS summed over its {long.collector_processes}"
+        " processes at one moment (sampled every 0.2 s; shared pages counted once), MB |"
+        f" {long.peak_pss_mb:.0f} | < {pss} | {_ok(long.peak_pss_mb < pss)} |",
+        "| for reference: each process's peak RSS (VmHWM) over the sustained run, summed, MB (per process: server,"
+        f" then its children) | {long.peak_rss_mb:.0f} ("
+        + " + ".join(f"{m:.0f}" for m in long.rss_by_process_mb)
+        + ") | | |",
+        f"| largest RSS summed at one moment (sampled every 0.2 s) | {long.peak_rss_together_mb:.0f} | | |",
+        f"| the {r.spans:,}-span median run: PSS at one moment; RSS peaks summed (per process), MB |"
+        f" {r.peak_pss_mb:.0f}; {r.peak_rss_mb:.0f} ("
+        + " + ".join(f"{m:.0f}" for m in r.rss_by_process_mb)
+        + ") | | |",
+        "| a query under this load, once a second in the median and the sustained run (it waits for every span"
+        " acknowledged before it): median; max, s"
+        f" | {wait:.2f}; {worst:.2f} | < {TARGETS['queryable_s']:g} | {_ok(worst < TARGETS['queryable_s'])} |",
+        f"| requests refused with 503 (retried), median run; sustained run | {r.refused}; {long.refused} | | |",
+        "",
+        *_mix_lines(mixes, DEFAULT_MIX.name),
+        f"The same load ({DEFAULT_MIX.name} mix) with other settings (one run each; the defaults: decode_workers"
+        f" {workers}, spool on, DuckDB memory_limit {defaults.server_memory_limit()} (128MB per core left after the"
+        f" decode workers), DuckDB threads {defaults.server_duckdb_threads()} (the cores left after the decode workers,"
+        " at least 2 on 2 cores or more)); the gRPC row sends protobuf only, its ceiling measured on those bodies:",
+        "",
+        "| settings | spans/s | ceiling, same run | ratio | PSS at once, MB | RSS, MB (processes): summed peaks; at"
+        " once |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {_settings(o)} | {o.spans_per_s:,.0f} | {o.ceiling_spans_per_s:,.0f} | {o.ratio:.2f} |"
+            f" {o.peak_pss_mb:.0f} | {o.peak_rss_mb:.0f} ({o.collector_processes}); {o.peak_rss_together_mb:.0f} |"
+            for o in others
+        ),
+        "",
+        *_layout_lines(layouts),
+        "Where the time goes (same run): CPU microseconds per span; the machine has "
+        f"{os.cpu_count()} cores for all of it.",
+        "",
+        "| | CPU us/span |",
+        "|---|---|",
+        f"| collector, {r.collector_processes} processes (HTTP, decode, extract, price, Arrow, DuckDB)"
+        f" | {r.server_cpu_us_per_span:.0f} |",
+        f"| decode + reading the keys alone (the ceiling's rate) | {r.ceiling_cpu_us_per_span:.0f} |",
+        f"| decode + normalise (its rate) | {1e6 / r.normalise_spans_per_s:.0f} |",
+        f"| the normaliser alone (CPU, decoded requests) | {r.normalise_cpu_us_per_span:.0f} |",
+        f"| load generator (senders) | {r.sender_cpu_us_per_span:.0f} |",
+        f"| commits; spans per commit | {r.commits:,}; {r.spans / max(1, r.commits):,.0f} |",
+        f"| writer busy (time in commits / elapsed) | {r.writer_busy_share:.0%} |",
+        "",
+        *_memory_lines(long, defaults.server_memory_limit()),
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a measurement")
@@ -254,106 +396,7 @@ def main() -> None:
         "",
     ]
     if "ingest" in parts:
-        from bench.ingest import run_ingest
-        from taskcost.settings import Settings
-
-        defaults = Settings()  # the collector's defaults on this machine (env and config file included)
-        workers = defaults.decode_workers
-        print("ingest ...", flush=True)
-        runs = [
-            run_ingest(20_000 if args.quick else 200_000, senders=args.senders)
-            for _ in range(1 if args.quick else args.ingest_runs)
-        ]
-        for i, run in enumerate(runs, 1):
-            print(f"  run {i}: {run.spans_per_s:,.0f} spans/s (ceiling {run.ceiling_spans_per_s:,.0f})", flush=True)
-        r = sorted(runs, key=lambda x: x.spans_per_s)[len(runs) // 2]  # the median run
-        size = 20_000 if args.quick else 200_000
-        others = [
-            *(run_ingest(size, senders=args.senders, decode_workers=w) for w in (0, 1, 2) if w != workers),
-            run_ingest(size, senders=args.senders, spool=False),
-            run_ingest(size, senders=args.senders, memory_limit="512MB"),  # the default before 128MB per core
-            run_ingest(size, senders=args.senders, grpc=True),
-            run_ingest(size, senders=args.senders, duckdb_threads=1),  # the default before queries got 2 on 2 cores
-            run_ingest(size, senders=args.senders, clickhouse=True),  # the same traffic into the ClickHouse store
-        ]
-        # sustained: 5x longer, so that DuckDB's cache, its indexes and the queue reach what a running collector holds
-        long = run_ingest(size * 5, senders=args.senders)
-        print(f"  sustained: {long.spans_per_s:,.0f} spans/s, peak RSS {long.peak_rss_mb:,.0f} MB", flush=True)
-        # the layouts that trade speed for memory, sustained as the RSS target is: is any within both targets?
-        layouts = [long]
-        for w, m in ((None, "64MB"), (1, "64MB"), (0, None)):
-            layouts.append(run_ingest(size * 5, senders=args.senders, decode_workers=w, memory_limit=m))
-            print(
-                f"  {_settings(layouts[-1])}: {layouts[-1].spans_per_s:,.0f} spans/s, peak RSS"
-                f" {layouts[-1].peak_rss_mb:,.0f} MB",
-                flush=True,
-            )
-        waits = r.read_wait_s + long.read_wait_s
-        wait = statistics.median(waits) if waits else float("nan")
-        worst = max(waits, default=float("nan"))
-        lines += [
-            "## Ingest",
-            "",
-            "Durable: a 200 once the batch is fsynced (to the intake spool, the default); counted when every span is"
-            f" queryable; median of {len(runs)} runs. The collector is `taskcost serve` with its defaults (dashboards"
-            " mounted), OTLP/gRPC off but in its own row.",
-            "",
-            "",
-            "| figure | value | target | |",
-            "|---|---|---|---|",
-            f"| spans per run; concurrent senders; decode_workers; DuckDB threads | {r.spans:,}; {r.senders};"
-            f" default ({workers}); default ({defaults.server_duckdb_threads()}) | | |",
-            f"| durable ingest, spans/s | {r.spans_per_s:,.0f} | >= {TARGETS['ingest_spans_per_s']:,} |"
-            f" {_ok(r.spans_per_s >= TARGETS['ingest_spans_per_s'])} |",
-            f"| decode-and-extract ceiling (same run, 1 process), spans/s | {r.ceiling_spans_per_s:,.0f} | | |",
-            f"| ingest / ceiling | {r.ratio:.2f} | >= {TARGETS['ingest_ratio']} |"
-            f" {_ok(r.ratio >= TARGETS['ingest_ratio'])} |",
-            f"| sustained: one run of {long.spans:,} spans, spans/s | {long.spans_per_s:,.0f} |"
-            f" >= {TARGETS['ingest_spans_per_s']:,} | {_ok(long.spans_per_s >= TARGETS['ingest_spans_per_s'])} |",
-            f"| collector peak RSS over the sustained run, MB: each process's peak (VmHWM), summed over"
-            f" {long.collector_processes} processes | {long.peak_rss_mb:.0f} | < {TARGETS['rss_mb']} |"
-            f" {_ok(long.peak_rss_mb < TARGETS['rss_mb'])} |",
-            "| the same, per process (server, then its children) | "
-            + " + ".join(f"{m:.0f}" for m in long.rss_by_process_mb)
-            + " | | |",
-            f"| largest RSS summed at one moment (sampled every 0.2 s) | {long.peak_rss_together_mb:.0f} | | |",
-            f"| largest PSS summed at one moment (shared library pages counted once) | {long.peak_pss_mb:.0f} | | |",
-            f"| collector peak RSS in the {r.spans:,}-span median run, summed (per process) | {r.peak_rss_mb:.0f} ("
-            + " + ".join(f"{m:.0f}" for m in r.rss_by_process_mb)
-            + ") | | |",
-            f"| a query under this load, once a second in the median and the sustained run (it waits for every span"
-            " acknowledged before it): median; max, s"
-            f" | {wait:.2f}; {worst:.2f} | < {TARGETS['queryable_s']:g} | {_ok(worst < TARGETS['queryable_s'])} |",
-            f"| requests refused with 503 (retried), median run; sustained run | {r.refused}; {long.refused} | | |",
-            "",
-            f"The same load with other settings (one run each; the defaults: decode_workers {workers}, spool on,"
-            f" DuckDB memory_limit {defaults.server_memory_limit()} (128MB per core left after the decode workers),"
-            f" DuckDB threads {defaults.server_duckdb_threads()} (the cores left after the decode workers, at least 2"
-            " on 2 cores or more)):",
-            "",
-            "| settings | spans/s | ceiling, same run | ratio | peak RSS, MB (processes): summed peaks; at once |",
-            "|---|---|---|---|---|",
-            *(
-                f"| {_settings(o)} | {o.spans_per_s:,.0f} | {o.ceiling_spans_per_s:,.0f} | {o.ratio:.2f} |"
-                f" {o.peak_rss_mb:.0f} ({o.collector_processes}); {o.peak_rss_together_mb:.0f} |"
-                for o in others
-            ),
-            "",
-            *_layout_lines(layouts),
-            "Where the time goes (same run): CPU microseconds per span; the machine has "
-            f"{os.cpu_count()} cores for all of it.",
-            "",
-            "| | CPU us/span |",
-            "|---|---|",
-            f"| collector, {r.collector_processes} processes (HTTP, decode, extract, price, Arrow, DuckDB)"
-            f" | {r.server_cpu_us_per_span:.0f} |",
-            f"| of which decode + extract alone (the ceiling's rate) | {r.ceiling_cpu_us_per_span:.0f} |",
-            f"| load generator (senders) | {r.sender_cpu_us_per_span:.0f} |",
-            f"| commits; spans per commit | {r.commits:,}; {r.spans / max(1, r.commits):,.0f} |",
-            f"| writer busy (time in commits / elapsed) | {r.writer_busy_share:.0%} |",
-            "",
-            *_memory_lines(long, defaults.server_memory_limit()),
-        ]
+        lines += _ingest_lines(args.quick, args.senders, args.ingest_runs)
     if "query" in parts:
         from bench.query import LIVE, LIVE_SPANS, run_queries
 

@@ -1,8 +1,10 @@
 """Ingest: the real collector in its durable mode (a 200 only once the batch is fsynced, to the spool by default,
 else by the DuckDB commit) under several concurrent senders posting protobuf and JSON batches (or exporting protobuf
-over OTLP/gRPC, as one of the other settings); spans/s until every span is queryable, against the same run's
-decode-and-extract ceiling; the collector's memory; and how long a query waits, under that load, for every span
-acknowledged before it (reads see their writes)."""
+over OTLP/gRPC, as one of the other settings), of one traffic mix (bench/traffic.py); spans/s until every span is
+queryable, against the same run's ceiling (one process decoding the bodies and reading the keys the normaliser needs:
+ids, times, status, attributes); the collector's memory; and how long a query waits, under that load, for every span
+acknowledged before it (reads see their writes). Beside the ceiling: decode + normalise (the whole normaliser), and
+the normaliser's own CPU time per span over requests decoded beforehand."""
 
 from __future__ import annotations
 
@@ -14,16 +16,19 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.traffic import requests, to_json
+from bench.traffic import DEFAULT_MIX, Body, Mix, bodies
 from taskcost.settings import Settings
 
-__all__ = ["IngestResult", "ceiling", "run_ingest"]
+__all__ = ["Ceilings", "IngestResult", "ceilings", "run_ingest"]
+
+CEILING_SPANS = 30_000  # the ceilings' sample: the run's first requests up to this many spans
 
 
 @dataclass
@@ -38,7 +43,7 @@ class IngestResult:
     server_cpu_us_per_span: float = float("nan")  # the collector and its workers, all threads (decode, writer, DuckDB)
     collector_processes: int = 1
     sender_cpu_us_per_span: float = float("nan")  # the load generator's processes, on the same 2 cores
-    ceiling_cpu_us_per_span: float = float("nan")  # decode + extract alone, from the ceiling measurement
+    ceiling_cpu_us_per_span: float = float("nan")  # decode + reading the keys alone, from the ceiling measurement
     commits: int = 0
     writer_busy_share: float = float("nan")  # time inside commits / elapsed: near 1.0 means the writer limits
     spool: bool = True
@@ -52,36 +57,71 @@ class IngestResult:
     grpc: bool = False  # sent over OTLP/gRPC (protobuf only) instead of OTLP/HTTP
     clickhouse: bool = False  # the collector served the ClickHouse store (chDB in its process), not the DuckDB file
     duckdb_threads: int | None = None
+    mix: str = DEFAULT_MIX.name
+    normalise_spans_per_s: float = float("nan")  # decode + the whole normaliser, one process (the former ceiling)
+    normalise_cpu_us_per_span: float = float("nan")  # the normaliser alone over decoded requests, CPU time
+    bytes_per_span: float = float("nan")  # the bodies as sent (compressed where the mix is)
 
     @property
     def ratio(self) -> float:
         return self.spans_per_s / self.ceiling_spans_per_s
 
 
-def _bodies(total: int, json_share: float) -> list[tuple[bytes, str, int]]:
-    out = []
-    for i, req in enumerate(requests(total)):
-        n = len(req.resource_spans[0].scope_spans[0].spans)
-        if (i % 10) < json_share * 10:
-            out.append((to_json(req), "application/json", n))
-        else:
-            out.append((req.SerializeToString(), "application/x-protobuf", n))
-    return out
+@dataclass
+class Ceilings:
+    """One process, no store, medians of the repeats (spans per second of wall time, the normaliser's CPU time)."""
+
+    keys_spans_per_s: float  # decode (gunzip first) + read each span's ids, times, status and attributes: the ceiling
+    normalise_spans_per_s: float  # decode + normalise_request (the whole normaliser)
+    normalise_cpu_us_per_span: float  # normalise_request alone over decoded requests, process CPU time
 
 
-def ceiling(bodies: list[tuple[bytes, str, int]], repeats: int = 3) -> float:
-    """Decode + extract (normalise) only, one process: what intake could do with no store at all."""
-    from taskcost.normalize import decode_json, decode_protobuf, normalize_request
+def _decoder(content_type: str) -> Any:
+    from taskcost.normalize import decode_json, decode_protobuf
 
-    n = sum(b[2] for b in bodies)
-    rates = []
+    return decode_protobuf if content_type == "application/x-protobuf" else decode_json
+
+
+def _plain(body: Body) -> bytes:
+    return zlib.decompress(body.data, 16 + zlib.MAX_WBITS) if body.encoding == "gzip" else body.data
+
+
+def _read_keys(req: Any) -> None:
+    """What the normaliser reads of every span before its own work: the resource's and the span's attributes as
+    dicts, the ids, the times and the status."""
+    from taskcost.normalize._attrs import attributes_dict
+
+    for rs in req.resource_spans:
+        attributes_dict(rs.resource.attributes)
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                _ = (span.trace_id, span.span_id, span.parent_span_id)
+                _ = (span.start_time_unix_nano, span.end_time_unix_nano, span.status.code)
+                attributes_dict(span.attributes)
+
+
+def ceilings(sample: list[Body], repeats: int = 5) -> Ceilings:
+    """The same-run ceiling (decode + read the keys), decode + normalise, and the normaliser's CPU time per span
+    over ``sample``, each pass once per repeat (interleaved, so that the machine's load weighs on all three alike)."""
+    from taskcost.normalize import normalize_request
+
+    n = sum(b.spans for b in sample)
+    decoded = [_decoder(b.content_type)(_plain(b)) for b in sample]
+    keys, full, cpu = [], [], []
     for _ in range(repeats):
         t = time.perf_counter()
-        for body, ctype, _ in bodies:
-            req = decode_protobuf(body) if ctype == "application/x-protobuf" else decode_json(body)
+        for body in sample:
+            _read_keys(_decoder(body.content_type)(_plain(body)))
+        keys.append(n / (time.perf_counter() - t))
+        t = time.perf_counter()
+        for body in sample:
+            normalize_request(_decoder(body.content_type)(_plain(body)))
+        full.append(n / (time.perf_counter() - t))
+        c = time.process_time()
+        for req in decoded:
             normalize_request(req)
-        rates.append(n / (time.perf_counter() - t))
-    return statistics.median(rates)
+        cpu.append((time.process_time() - c) / n * 1e6)
+    return Ceilings(statistics.median(keys), statistics.median(full), statistics.median(cpu))
 
 
 def _stat(pid: int) -> list[str]:
@@ -124,22 +164,25 @@ def _metric(text: str, name: str) -> float:
     return float("nan")
 
 
-def _send(url: str, bodies: list[tuple[bytes, str, int]], refused: Any, cpu: Any, grpc_endpoint: str | None) -> None:
+def _send(url: str, part: list[Body], refused: Any, cpu: Any, grpc_endpoint: str | None) -> None:
     try:
         if grpc_endpoint is None:
-            _post_all(url, bodies, refused)
+            _post_all(url, part, refused)
         else:
-            _export_all(grpc_endpoint, bodies, refused)
+            _export_all(grpc_endpoint, part, refused)
     finally:
         with cpu.get_lock():
             cpu.value += time.process_time()
 
 
-def _post_all(url: str, bodies: list[tuple[bytes, str, int]], refused: Any) -> None:
+def _post_all(url: str, part: list[Body], refused: Any) -> None:
     with httpx.Client(timeout=60) as client:
-        for body, ctype, _ in bodies:
+        for body in part:
+            headers = {"Content-Type": body.content_type}
+            if body.encoding:
+                headers["Content-Encoding"] = body.encoding
             while True:
-                r = client.post(f"{url}/v1/traces", content=body, headers={"Content-Type": ctype})
+                r = client.post(f"{url}/v1/traces", content=body.data, headers=headers)
                 if r.status_code == 200:
                     break
                 if r.status_code != 503:
@@ -149,7 +192,7 @@ def _post_all(url: str, bodies: list[tuple[bytes, str, int]], refused: Any) -> N
                 time.sleep(float(r.headers.get("Retry-After", "1")))
 
 
-def _export_all(endpoint: str, bodies: list[tuple[bytes, str, int]], refused: Any) -> None:
+def _export_all(endpoint: str, part: list[Body], refused: Any) -> None:
     """As an OTLP/gRPC exporter sends: each body is one Export call (UNAVAILABLE is retried)."""
     import grpc
 
@@ -157,10 +200,10 @@ def _export_all(endpoint: str, bodies: list[tuple[bytes, str, int]], refused: An
 
     with grpc.insecure_channel(endpoint) as channel:
         export = channel.unary_unary(EXPORT_METHOD, request_serializer=None, response_deserializer=None)
-        for body, _, _ in bodies:
+        for body in part:
             while True:
                 try:
-                    export(body, timeout=60)
+                    export(body.data, timeout=60)
                     break
                 except grpc.RpcError as exc:
                     if exc.code() != grpc.StatusCode.UNAVAILABLE:
@@ -243,20 +286,30 @@ def _free_port() -> int:
 def run_ingest(
     total: int = 200_000,
     senders: int = 4,
-    json_share: float = 0.3,
+    mix: Mix = DEFAULT_MIX,
     decode_workers: int | None = None,
     spool: bool = True,
     memory_limit: str | None = None,
     grpc: bool = False,
     duckdb_threads: int | None = None,
     clickhouse: bool = False,
+    measure_ceilings: bool = True,
 ) -> IngestResult:
-    """One ingest run. ``decode_workers``, ``spool``, ``memory_limit``: the collector's settings (None: default).
-    ``grpc``: the senders export protobuf over OTLP/gRPC (``json_share`` is then 0). ``clickhouse``: the collector
-    serves the ClickHouse store on chDB in its own process (``--store chdb://...``) instead of the DuckDB file."""
-    bodies = _bodies(total, 0.0 if grpc else json_share)
-    n = sum(b[2] for b in bodies)
-    ceil = ceiling(bodies[: max(1, len(bodies) // 3)], repeats=5)
+    """One ingest run of ``mix``'s traffic. ``decode_workers``, ``spool``, ``memory_limit``: the collector's settings
+    (None: default). ``grpc``: the senders export protobuf over OTLP/gRPC (the mix's JSON share and gzip are then
+    ignored). ``clickhouse``: the collector serves the ClickHouse store on chDB in its own process
+    (``--store chdb://...``) instead of the DuckDB file. ``measure_ceilings``: False leaves the ceilings NaN (runs
+    that do not show them)."""
+    sent = bodies(total, mix, protobuf_only=grpc)
+    n = sum(b.spans for b in sent)
+    sample, in_sample = [], 0
+    for b in sent:
+        if in_sample >= min(CEILING_SPANS, max(1, n // 3)):
+            break
+        sample.append(b)
+        in_sample += b.spans
+    nan = float("nan")
+    ceil = ceilings(sample) if measure_ceilings else Ceilings(nan, nan, nan)
     with tempfile.TemporaryDirectory() as tmp:
         db, port, grpc_port = Path(tmp) / "bench.duckdb", _free_port(), _free_port() if grpc else 0
         proc = subprocess.Popen(
@@ -294,7 +347,7 @@ def run_ingest(
             workers_n = decode_workers if decode_workers is not None else Settings().decode_workers  # env, file too
             idle = _idle_rss_mb(proc.pid, 1 + workers_n + (1 if workers_n else 0))  # + the resource tracker
             refused, sender_cpu = mp.Value("i", 0), mp.Value("d", 0.0)
-            parts = [bodies[i::senders] for i in range(senders)]
+            parts = [sent[i::senders] for i in range(senders)]
             endpoint = f"127.0.0.1:{grpc_port}" if grpc else None
             workers = [mp.Process(target=_send, args=(url, part, refused, sender_cpu, endpoint)) for part in parts]
             cpu0 = _cpu_s(_tree(proc.pid))
@@ -329,7 +382,7 @@ def run_ingest(
     return IngestResult(
         n,
         n / elapsed,
-        ceil,
+        ceil.keys_spans_per_s,
         sum(peaks),
         refused.value,
         senders=senders,
@@ -337,7 +390,7 @@ def run_ingest(
         duckdb_threads=duckdb_threads,
         server_cpu_us_per_span=server_cpu / n * 1e6,
         sender_cpu_us_per_span=sender_cpu.value / n * 1e6,
-        ceiling_cpu_us_per_span=1e6 / ceil,
+        ceiling_cpu_us_per_span=1e6 / ceil.keys_spans_per_s,
         commits=int(_metric(metrics, "taskcost_write_seconds_count")),
         writer_busy_share=_metric(metrics, "taskcost_write_seconds_sum") / elapsed,
         collector_processes=len(collector),
@@ -351,4 +404,8 @@ def run_ingest(
         read_wait_s=tuple(waits),
         grpc=grpc,
         clickhouse=clickhouse,
+        mix=mix.name,
+        normalise_spans_per_s=ceil.normalise_spans_per_s,
+        normalise_cpu_us_per_span=ceil.normalise_cpu_us_per_span,
+        bytes_per_span=sum(len(b.data) for b in sent) / n,
     )
