@@ -102,6 +102,7 @@ class _Groups:
         self.parent = list(range(len(cands)))
         self.scopes: list[set[str]] = [{c.scope} for c in cands]
         self.members: list[list[int]] = [[i] for i in range(len(cands))]
+        self.unions = 0  # groups joined: none, and every candidate is its own call
 
     def find(self, i: int) -> int:
         while self.parent[i] != i:
@@ -115,6 +116,7 @@ class _Groups:
             if len(self.members[a]) < len(self.members[b]):
                 a, b = b, a
             self.parent[b] = a
+            self.unions += 1
             self.scopes[a] |= self.scopes[b]
             self.members[a].extend(self.members[b])
             self.members[b] = []
@@ -166,7 +168,10 @@ def fold_calls(cands: list[Candidate], span_parents: Mapping[tuple[str, str], st
             g.union(by_response.setdefault((c.record.trace_id, c.record.response_id), i), i)
 
     dropped = _fold_nested(cands, g, index, span_parents)
-    _fold_siblings(cands, g, dropped)
+    if len({c.scope for c in cands}) > 1:  # rule 4 folds spans of different scopes only
+        _fold_siblings(cands, g, dropped)
+    if not g.unions and not dropped:  # the common case: every span its own call
+        return [c.record for c in cands]
 
     out: list[LLMCallRecord] = []
     emitted: set[int] = set()

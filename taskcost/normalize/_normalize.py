@@ -146,16 +146,13 @@ class _Parsed:
     role: str | None
     own_task_id: str | None
     shared: _Context | None  # the resource's context, when the span sets none of _CONTEXT_NAMES itself (else its own)
+    key: tuple[str, str]  # (trace_id, span_id)
 
     @property
     def context(self) -> _Context:
         if self.shared is None:  # read once: a span's call and its task read it both (an odd value warns once)
             self.shared = _Context.read(self.attrs)
         return self.shared
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.trace_id, self.span_id)
 
 
 def normalize_request(
@@ -329,6 +326,7 @@ def _parse(
         X.role(span_attrs, op),
         own_task_id,
         shared,
+        (trace_id, span_id),
     )
 
 
