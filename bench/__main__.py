@@ -370,6 +370,7 @@ def _ingest_lines(quick: bool, senders: int, ingest_runs: int) -> list[str]:
         f"| decode + reading the keys alone (the ceiling's rate) | {r.ceiling_cpu_us_per_span:.0f} |",
         f"| decode + normalise (its rate) | {1e6 / r.normalise_spans_per_s:.0f} |",
         f"| the normaliser alone (CPU, decoded requests) | {r.normalise_cpu_us_per_span:.0f} |",
+        *(f"| a decode worker's step alone: {step} | {us:.1f} |" for step, us in r.steps.items()),
         f"| load generator (senders) | {r.sender_cpu_us_per_span:.0f} |",
         f"| commits; spans per commit | {r.commits:,}; {r.spans / max(1, r.commits):,.0f} |",
         f"| writer busy (time in commits / elapsed) | {r.writer_busy_share:.0%} |",

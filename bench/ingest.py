@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ class IngestResult:
     mix: str = DEFAULT_MIX.name
     normalise_spans_per_s: float = float("nan")  # decode + the whole normaliser, one process (the former ceiling)
     normalise_cpu_us_per_span: float = float("nan")  # the normaliser alone over decoded requests, CPU time
+    steps: dict[str, float] = field(default_factory=dict)  # a decode worker's steps alone, CPU us per span
     bytes_per_span: float = float("nan")  # the bodies as sent (compressed where the mix is)
 
     @property
@@ -74,6 +75,8 @@ class Ceilings:
     keys_spans_per_s: float  # decode (gunzip first) + read each span's ids, times, status and attributes: the ceiling
     normalise_spans_per_s: float  # decode + normalise_request (the whole normaliser)
     normalise_cpu_us_per_span: float  # normalise_request alone over decoded requests, process CPU time
+    # each step of a decode worker alone, CPU us per span (medians): decode, normalise, price and lay out, Arrow
+    steps: dict[str, float] = field(default_factory=dict)
 
 
 def _decoder(content_type: str) -> Any:
@@ -102,12 +105,18 @@ def _read_keys(req: Any) -> None:
 
 def ceilings(sample: list[Body], repeats: int = 5) -> Ceilings:
     """The same-run ceiling (decode + read the keys), decode + normalise, and the normaliser's CPU time per span
-    over ``sample``, each pass once per repeat (interleaved, so that the machine's load weighs on all three alike)."""
+    over ``sample``, each pass once per repeat (interleaved, so that the machine's load weighs on all three alike);
+    and each step a decode worker takes, alone (``steps``)."""
     from taskcost.normalize import normalize_request
+    from taskcost.store import DuckDBStore
+    from taskcost.store._rows import prepare_batch, typed_tables
 
     n = sum(b.spans for b in sample)
     decoded = [_decoder(b.content_type)(_plain(b)) for b in sample]
+    with tempfile.TemporaryDirectory() as tmp, DuckDBStore.open(Path(tmp) / "s.duckdb") as store:
+        schemas = store.arrow_schemas
     keys, full, cpu = [], [], []
+    steps: dict[str, list[float]] = {"decode": [], "normalise": [], "price and lay out": [], "Arrow tables": []}
     for _ in range(repeats):
         t = time.perf_counter()
         for body in sample:
@@ -121,7 +130,26 @@ def ceilings(sample: list[Body], repeats: int = 5) -> Ceilings:
         for req in decoded:
             normalize_request(req)
         cpu.append((time.process_time() - c) / n * 1e6)
-    return Ceilings(statistics.median(keys), statistics.median(full), statistics.median(cpu))
+        c = time.process_time()
+        for body in sample:
+            _decoder(body.content_type)(_plain(body))
+        steps["decode"].append((time.process_time() - c) / n * 1e6)
+        c = time.process_time()
+        batches = [normalize_request(req) for req in decoded]
+        steps["normalise"].append((time.process_time() - c) / n * 1e6)
+        c = time.process_time()
+        prepared = [prepare_batch(b, time.time_ns()) for b in batches]
+        steps["price and lay out"].append((time.process_time() - c) / n * 1e6)
+        c = time.process_time()
+        for p in prepared:
+            typed_tables(p, schemas)
+        steps["Arrow tables"].append((time.process_time() - c) / n * 1e6)
+    return Ceilings(
+        statistics.median(keys),
+        statistics.median(full),
+        statistics.median(cpu),
+        {k: statistics.median(v) for k, v in steps.items()},
+    )
 
 
 def _stat(pid: int) -> list[str]:
@@ -407,5 +435,6 @@ def run_ingest(
         mix=mix.name,
         normalise_spans_per_s=ceil.normalise_spans_per_s,
         normalise_cpu_us_per_span=ceil.normalise_cpu_us_per_span,
+        steps=ceil.steps,
         bytes_per_span=sum(len(b.data) for b in sent) / n,
     )
