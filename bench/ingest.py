@@ -52,7 +52,7 @@ class IngestResult:
     peak_pss_mb: float = float("nan")  # the same for PSS: shared library pages counted once across processes
     rss_by_process_mb: tuple[float, ...] = ()  # each process's own peak (VmHWM): the server first
     idle_rss_by_process_mb: tuple[float, ...] = ()  # each process's RSS once started, before the load (same order)
-    process_names: tuple[str, ...] = ()  # server, decode worker, resource tracker (same order)
+    process_names: tuple[str, ...] = ()  # server, decode worker, fork server, resource tracker (same order)
     read_wait_s: tuple[float, ...] = ()  # under load, a count(*) query's latency: it waits for what was acknowledged
     grpc: bool = False  # sent over OTLP/gRPC (protobuf only) instead of OTLP/HTTP
     clickhouse: bool = False  # the collector served the ClickHouse store (chDB in its process), not the DuckDB file
@@ -291,7 +291,13 @@ def _role(pid: int, server: int) -> str:
         return "?"
     if pid == server:
         return "server"
-    return "resource tracker" if b"resource_tracker" in cmdline else "decode worker"
+    if b"resource_tracker" in cmdline:
+        return "resource tracker"
+    try:
+        parent = int(_stat(pid)[1])
+    except OSError:
+        parent = 0
+    return "fork server" if parent == server and b"forkserver" in cmdline else "decode worker"
 
 
 def _read_waits(url: str, stop: threading.Event, out: list[float]) -> None:
@@ -373,7 +379,8 @@ def run_ingest(
                 except httpx.HTTPError:
                     time.sleep(0.1)
             workers_n = decode_workers if decode_workers is not None else Settings().decode_workers  # env, file too
-            idle = _idle_rss_mb(proc.pid, 1 + workers_n + (1 if workers_n else 0))  # + the resource tracker
+            # + the resource tracker and the fork server the workers are forked from
+            idle = _idle_rss_mb(proc.pid, 1 + workers_n + (2 if workers_n else 0))
             refused, sender_cpu = mp.Value("i", 0), mp.Value("d", 0.0)
             parts = [sent[i::senders] for i in range(senders)]
             endpoint = f"127.0.0.1:{grpc_port}" if grpc else None

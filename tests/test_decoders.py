@@ -92,8 +92,9 @@ def test_bad_bodies_get_the_same_errors(apps: dict[str, Any]) -> None:
 
 
 def _workers() -> list[int]:
-    """This process's decode workers (spawned children), alive."""
-    return [p for p in _children(os.getpid()) if _alive(p) and b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    """This process's decode workers, alive: the children of its fork server (the child that runs it)."""
+    servers = [p for p in _children(os.getpid()) if b"forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    return [p for s in servers for p in _children(s) if _alive(p)]
 
 
 def test_a_dead_worker_fails_only_what_it_held_and_is_replaced(apps: dict[str, Any]) -> None:
