@@ -120,7 +120,8 @@ def api_router(
     async def readyz() -> dict[str, Any]:
         """Readiness: the writer runs and its queue has room. Also says how the server's allocation of the
         self-hosted clusters' windows stands (`cluster_allocation`: the last window allocated, the next one due, its
-        last error); that never makes the server unready."""
+        last error); that never makes the server unready. On ClickHouse, `clickhouse_access` says whether a project's
+        SQL runs as the reader user under row policies, or why not."""
         if not store.writer_alive:
             raise ApiError(503, "the store's writer is not running")
         queued = store.queued_spans
@@ -129,6 +130,8 @@ def api_router(
         ready: dict[str, Any] = {"status": "ready", "queued_spans": queued}
         if allocation is not None:
             ready["cluster_allocation"] = allocation()
+        if (access := getattr(store, "access", None)) is not None:  # ClickHouse: reader and row policies, or why not
+            ready["clickhouse_access"] = access.summary
         return ready
 
     @router.get("/metrics", tags=["operations"], response_class=Response)

@@ -19,7 +19,8 @@ Three layers, each enough on its own for the project boundary (the first for wha
    database (tables, views, dictionaries, temporary tables: ``*_rows``, ``api_keys``...) is shadowed too, by an
    empty CTE of its name, and its name is reserved (refused before the binder runs). So no unqualified name reaches
    a real table, not even in the binder check's EXPLAIN, which runs scalar subqueries to fold them (an error
-   message could otherwise carry a value). Row policies and users are not used (chDB has no access management).
+   message could otherwise carry a value). On a server, a reader user and row policies are a further layer where the
+   server allows them (``_access``); chDB has no access management, and this check holds alone there.
 3. **The binder check.** ``EXPLAIN QUERY TREE`` of that very final text (the analyzer, which the query then runs
    with: ``enable_analyzer=1``) lists every storage it reads. Each ``TABLE`` must be a public view read by a
    ``JOIN TREE`` whose ``WHERE`` is exactly the project filter (the filter's subtree as ClickHouse binds it, learnt

@@ -48,6 +48,7 @@ from taskcost.store._base import (
 )
 from taskcost.store._results import fetch_bounded
 from taskcost.store._rows import PreparedBatch
+from taskcost.store.clickhouse._access import ReaderAccess
 from taskcost.store.clickhouse._dialect import as_duckdb_types
 from taskcost.store.clickhouse._rows_out import Rows as _Rows
 from taskcost.store.clickhouse._rows_out import duck_type as _duck_type
@@ -121,8 +122,9 @@ class ClickHouseStore:
     """One ClickHouse database. ``open(dsn)`` migrates it (unless ``read_only``) and writes through a thread of its
     own; any number of stores, in any number of processes, may write to the same database."""
 
-    def __init__(self, client: Any, database: str, read_only: bool, max_queued_spans: int) -> None:
+    def __init__(self, client: Any, database: str, read_only: bool, max_queued_spans: int, access: Any = None) -> None:
         self._client = client
+        self.access = access or ReaderAccess.off("not set up")  # the reader and row policies (``_access``)
         self.database = database
         self._read_only = read_only
         self._max_queued = max_queued_spans
@@ -197,12 +199,11 @@ class ClickHouseStore:
         except Exception:
             client.close()
             raise
-        # clickhouse-connect imports pandas on a first insert, in the writer's thread, while plotly (the dashboards'
-        # callbacks) looks pandas up in sys.modules without the import lock and may meet it half made (a failed
-        # callback, seen on the served store): imported here, once, before any of those threads
+        # clickhouse-connect imports pandas on a first insert, in the writer's thread, while plotly's callbacks look it
+        # up in sys.modules without the import lock and may meet it half made: imported here, before those threads
         with contextlib.suppress(ImportError):
             import pandas  # noqa: F401
-        store = cls(client, db, read_only, max_queued_spans)
+        store = cls(client, db, read_only, max_queued_spans, ReaderAccess.open(client, dsn, db, not read_only))
         store._chdb = dsn.startswith("chdb:")
         store._query_memory_bytes = query_memory_bytes
         if spool_dir is not None and not read_only:
@@ -409,7 +410,7 @@ class ClickHouseStore:
             clause = ", ".join(f"{k} = {format_query_value(v)}" for k, v in settings.items())
             runnable, settings = f"{runnable}\nSETTINGS {clause}", None
         try:
-            tbl = self._client.query_arrow(runnable, settings=settings)
+            tbl = self.access.query_arrow(self._client, runnable, settings, project)
         except ClickHouseError as exc:
             if self._chdb:
                 # after a failed Arrow query chDB's session answered the next query with bytes left from the failed
