@@ -10,8 +10,9 @@ client's latency - TTFT), TTFT by input size, queue / prefill / decode time, cac
 metrics), speculative acceptance, output tokens per GPU-second, $/1M tokens attributed and fully loaded, $/completed
 task and the error rate, with intervals. docs/analytics.md, "Engines", defines each figure.
 
-Reads (``_engines_sql``): the configurations' exact sums and busy time (one row each), a sample of their calls for
-the quantiles, the tasks per configuration, the engines' metrics per cluster, and the clusters' bills (``_idle``).
+Reads (``_engines_sql``): the configurations' exact sums and busy time (one row each) with a sample of their calls
+for the quantiles (one read of the calls joined with ``engine_calls``), the tasks per configuration, the engines'
+metrics per cluster, and the clusters' bills (``_idle``).
 """
 
 from __future__ import annotations
@@ -277,11 +278,12 @@ def engines(store: ReadStore, filters: Filters, options: EnginesOptions) -> Engi
     if model is None:
         note = "no self-hosted model in this selection: name the model to compare with --model"
         return EnginesAnswer(filters, frames=empty, head=head, notes=[note])
-    canonical, configs = fig.fold(q.configs(store, filters, models))
+    sums, picked = q.configs_and_sample(store, filters, models)
+    canonical, configs = fig.fold(sums)
     if not configs:
         note = f"no call attempts of {', '.join(models)} in this selection"
         return EnginesAnswer(filters, frames=empty, head=head, notes=[note])
-    calls = q.sample(store, filters, models, canonical, {c["k"]: int(c["calls"]) for c in configs})
+    calls = q.sample(picked, canonical, {c["k"]: int(c["calls"]) for c in configs})
     by_key = {k[0]: part for k, part in calls.partition_by("kk", as_dict=True, maintain_order=True).items()}
     tasks, ambiguous = fig.task_map(configs, q.task_figures(store, filters, models))
     clusters = sorted({c["cluster_id"] for c in configs if c["cluster_id"] is not None})

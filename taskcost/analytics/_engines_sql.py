@@ -3,8 +3,8 @@
 
 A configuration is one combination of ``CONFIG`` values; in SQL it is one text key ``k`` (the values joined by
 ``chr(31)``, NULL as ''). A call without topology tags (no engine row: a 429 the engine never saw) can be folded
-into the one tagged configuration of its cluster with the same call tags (``canonical``): the key of the reads after
-the first is that folded key ``kk``.
+into the one tagged configuration of its cluster with the same call tags (``canonical``): the sample is keyed by that
+folded key ``kk``.
 
 Dialect notes for another store: ``hash(start_time)`` samples (ClickHouse: ``sipHash64``), ``date_diff`` and the
 running ``max(end_time) OVER (...)`` measure busy time as ``breakeven`` does, ``lag`` takes counter differences.
@@ -30,7 +30,7 @@ __all__ = [
     "METRICS",
     "SAMPLE",
     "TASK_KEY",
-    "configs",
+    "configs_and_sample",
     "default_model",
     "metrics",
     "sample",
@@ -75,9 +75,10 @@ def _in(column: str, values: Sequence[Any]) -> Sql:
     return Sql(f"{column} IN ({', '.join('?' for _ in values)})", list(values))
 
 
-def _calls_ctes(filters: Filters, models: Sequence[str], canonical: Mapping[str, str] | None = None) -> Sql:
+def _calls_ctes(filters: Filters, models: Sequence[str]) -> Sql:
     """``WITH scoped_calls, kc``: the selected call attempts of ``models`` (every filter but ``model``), each with its
-    configuration's columns, figures and key ``k`` (and ``kk``: the key after the fold of ``canonical``)."""
+    configuration's columns, figures and key ``k`` (the key in the same subquery as the join: a store that keeps a
+    CTE read several times computes both once)."""
     call_cols = ", ".join(
         f"coalesce(c.{c}, e.{c}) AS {c}" if c in ("engine", "cluster_id") else f"c.{c}" for c in CALL_CONFIG
     )
@@ -90,27 +91,36 @@ def _calls_ctes(filters: Filters, models: Sequence[str], canonical: Mapping[str,
         "FROM scoped_calls AS c LEFT JOIN engine_calls AS e "
         "ON e.project = c.project AND e.trace_id = c.trace_id AND e.span_id = c.span_id WHERE "
     ) + _in("c.model", models)
-    folded = Sql("k")
-    if canonical:
-        folded = Sql("CASE k" + " WHEN ? THEN ?" * len(canonical) + " ELSE k END", [x for kv in canonical.items()
-                                                                                  for x in kv])  # fmt: skip
     return (
         Sql("WITH ")
         + call_scope(filters.narrowed(model=None))
-        + Sql(",\nj AS (")
+        + Sql(f",\nkc AS (SELECT *, {_key(CONFIG)} AS k FROM (")
         + body
-        + Sql(f"),\nk0 AS (SELECT *, {_key(CONFIG)} AS k FROM j),\nkc AS (SELECT *, ")
-        + folded
-        + Sql(" AS kk FROM k0)\n")
+        + Sql(") AS j)\n")
     )
 
 
 _CONFIGS = f""",
+agg AS (SELECT k AS ak, count(*) AS n FROM kc GROUP BY k),
+-- busy: the union of the calls' intervals, each call adding its part past every call started before it (as
+-- ``breakeven`` measures it); the running max over the three columns it needs alone, by a number per key (sorting
+-- by the long text key cost more than the rest of the figures)
+ids AS (SELECT ak AS ik, row_number() OVER (ORDER BY ak) AS bk FROM agg),
 o AS (
-    SELECT *, max(end_time) OVER (PARTITION BY k ORDER BY start_time, end_time
-                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_end
-    FROM kc
-)
+    SELECT ids.bk, start_time, end_time,
+        max(end_time) OVER (PARTITION BY ids.bk ORDER BY start_time, end_time
+                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_end
+    FROM kc JOIN ids ON ids.ik = kc.k
+),
+busy AS (
+    SELECT bk, CAST(sum(CASE WHEN end_time > start_time AND (before_end IS NULL OR end_time > before_end)
+                             THEN date_diff('microsecond',
+                                            CASE WHEN before_end > start_time THEN before_end ELSE start_time END,
+                                            end_time)
+                             ELSE 0 END) AS BIGINT) AS busy_us
+    FROM o GROUP BY bk
+),
+sums AS (
 SELECT k, {", ".join(f"min({c}) AS {c}" for c in CONFIG)},
     count(*) AS calls,
     sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS errors,
@@ -128,45 +138,65 @@ SELECT k, {", ".join(f"min({c}) AS {c}" for c in CONFIG)},
     sum(CASE WHEN engine_source IS NOT NULL THEN 1 ELSE 0 END) AS engine_rows,
     sum(CASE WHEN {_ENGINE_DECODE} THEN 1 ELSE 0 END) AS engine_decode_calls,
     sum(CASE WHEN {_CLIENT_DECODE} THEN 1 ELSE 0 END) AS client_decode_calls,
-    sum(CASE WHEN coalesce(status, 'ok') <> 'error' THEN 1 ELSE 0 END) AS ok_calls,
-    -- busy: the union of the calls' intervals, each call adding its part past every call started before it (as
-    -- ``breakeven`` measures it)
-    CAST(sum(CASE WHEN end_time > start_time AND (before_end IS NULL OR end_time > before_end)
-                  THEN date_diff('microsecond',
-                                 CASE WHEN before_end > start_time THEN before_end ELSE start_time END, end_time)
-                  ELSE 0 END) AS BIGINT) AS busy_us
-FROM o GROUP BY k"""
+    sum(CASE WHEN coalesce(status, 'ok') <> 'error' THEN 1 ELSE 0 END) AS ok_calls
+FROM kc GROUP BY k
+)
+SELECT 'config' AS part, sums.*, busy.busy_us"""
 
 
-def configs(store: ReadStore, filters: Filters, models: Sequence[str]) -> pl.DataFrame:
-    """One row per configuration key ``k``: its columns, exact sums (counts, tokens, spend) and busy microseconds."""
+_SUMS = (
+    "calls", "errors", "priced_calls", "spend_usd", "priced_tokens", "input_tokens", "cache_read_tokens",
+    "output_tokens", "engine_input_tokens", "engine_cached_tokens", "spec_draft_tokens", "spec_accepted_tokens",
+    "engine_rows", "engine_decode_calls", "client_decode_calls", "ok_calls", "busy_us",
+)  # fmt: skip
+"""The columns of ``_CONFIGS`` after the configuration's own, in its order."""
+_SAMPLED = (
+    ("start_time", "start_time"), ("trace_id", "trace_id"), ("span_id", "span_id"),
+    ("CASE WHEN status = 'error' THEN 1 ELSE 0 END", "error"), (_DECODE_TPS, "decode_tps"),
+    (_DECODE_SRC, "decode_src"), ("ttft_s", "ttft_s"), ("coalesce(input_tokens, 0)", "input_tokens"),
+    ("coalesce(cache_read_tokens, 0)", "cache_read_tokens"), ("engine_cached_tokens", "engine_cached_tokens"),
+    ("queue_s", "queue_s"), ("prefill_s", "prefill_s"), ("decode_s", "decode_s"),
+    ("spec_draft_tokens", "spec_draft_tokens"), ("spec_accepted_tokens", "spec_accepted_tokens"),
+)  # fmt: skip
+"""A sampled call's columns: (expression over ``kc``, name)."""
+_H = f"CAST(hash(start_time) % {_SCALE} AS BIGINT)"
+
+
+def configs_and_sample(store: ReadStore, filters: Filters, models: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One read of the selected calls of ``models`` joined with ``engine_calls`` (the store reads the join once: a
+    second read, for the sample alone, cost as much again), giving both
+
+    - one row per configuration key ``k``: its columns, exact sums (counts, tokens, spend) and busy microseconds;
+    - the calls a sample may take (``sample``), with ``h`` = ``hash(start_time) % 10^6``: all of a key with at most
+      ``SAMPLE`` calls, else those with ``h`` under ``10^6 * SAMPLE / calls + 1`` of their key: a superset of every
+      configuration's sample after the fold (a folded configuration has at least the calls of each of its keys)."""
     ctes = _calls_ctes(filters, models)
-    return frame(store, Sql(ctes.text.rstrip("\n"), ctes.params) + Sql(_CONFIGS), filters)
-
-
-def sample(
-    store: ReadStore,
-    filters: Filters,
-    models: Sequence[str],
-    canonical: Mapping[str, str],
-    calls: Mapping[str, int],
-) -> pl.DataFrame:
-    """About ``SAMPLE`` calls of each configuration (all of a smaller one), in one order whatever the store's: ``kk``,
-    the call's decode speed and its source, TTFT, input size, engine times, token counts for the rates."""
-    fractions = {k: math.ceil(_SCALE * SAMPLE / n) for k, n in calls.items() if n > SAMPLE}
-    where = Sql("TRUE")
-    if fractions:
-        case = " WHEN ? THEN ?" * len(fractions)
-        where = Sql(f"hash(start_time) % {_SCALE} < CASE kk{case} ELSE {_SCALE} END", [x for kv in fractions.items()
-                                                                                      for x in kv])  # fmt: skip
-    sql = _calls_ctes(filters, models, canonical) + Sql(
-        f"SELECT kk, start_time, trace_id, span_id, CASE WHEN status = 'error' THEN 1 ELSE 0 END AS error, "
-        f"{_DECODE_TPS} AS decode_tps, {_DECODE_SRC} AS decode_src, ttft_s, coalesce(input_tokens, 0) AS input_tokens, "
-        "coalesce(cache_read_tokens, 0) AS cache_read_tokens, engine_cached_tokens, queue_s, prefill_s, decode_s, "
-        "spec_draft_tokens, spec_accepted_tokens FROM kc WHERE "
+    sums = _CONFIGS + ", NULL AS h, " + ", ".join(f"NULL AS s_{n}" for _, n in _SAMPLED)
+    sums += "\nFROM sums JOIN ids ON ids.ik = sums.k JOIN busy ON busy.bk = ids.bk"
+    calls = (
+        f"\nUNION ALL\nSELECT 'call' AS part, k, {', '.join(f'NULL AS {c}' for c in (*CONFIG, *_SUMS))}, {_H} AS h, "
+        + ", ".join(f"{x} AS s_{n}" for x, n in _SAMPLED)
+        + f"\nFROM kc JOIN agg ON agg.ak = kc.k WHERE agg.n <= ? OR {_H} < ? / agg.n + 1"
     )
-    df = frame(store, sql + where, filters, max_rows=20_000_000)
-    return df.sort("kk", "start_time", "trace_id", "span_id", nulls_last=True)
+    sql = Sql(ctes.text.rstrip("\n"), ctes.params) + Sql(sums) + Sql(calls, [SAMPLE, _SCALE * SAMPLE])
+    both = frame(store, sql, filters, max_rows=20_000_000)
+    configs = both.filter(pl.col("part") == "config").select("k", *CONFIG, *_SUMS)
+    picked = both.filter(pl.col("part") == "call").select("k", "h", *(pl.col(f"s_{n}").alias(n) for _, n in _SAMPLED))
+    return configs, picked
+
+
+def sample(calls: pl.DataFrame, canonical: Mapping[str, str], counts: Mapping[str, int]) -> pl.DataFrame:
+    """About ``SAMPLE`` calls of each configuration (all of a smaller one) from ``configs_and_sample``'s calls, in one
+    order whatever the store's: ``kk`` (the key after the fold of ``canonical``), the call's decode speed and its
+    source, TTFT, input size, engine times, token counts for the rates. A configuration of ``n > SAMPLE`` calls takes
+    those with ``h < ceil(10^6 * SAMPLE / n)``: a deterministic sample, the same whichever keys were folded into it."""
+    kk = pl.col("k").replace(dict(canonical)) if canonical else pl.col("k")
+    out = calls.with_columns(kk.alias("kk"))
+    limits = {k: math.ceil(_SCALE * SAMPLE / n) for k, n in counts.items() if n > SAMPLE}
+    if limits:
+        limit = pl.col("kk").replace_strict(limits, default=_SCALE, return_dtype=pl.Int64)
+        out = out.filter(pl.col("h") < limit)
+    return out.drop("k", "h").sort("kk", "start_time", "trace_id", "span_id", nulls_last=True)
 
 
 TASK_KEY = ("model", "provider", "engine", "engine_version", "quantization", "gpu_type", "cluster_id", "deployment")
