@@ -175,8 +175,8 @@ def _ingested(result: _Result) -> Ingested:
 def _context() -> multiprocessing.context.BaseContext:
     """Workers are forked from one clean process started for them (a fresh interpreter: no thread, no database of
     the server's), which has loaded what every worker needs (``_worker_preload``): the workers share those pages
-    until they write them, instead of each loading its own copy (about 30 MB less memory per worker, counted as
-    PSS). Where there is no fork server (not POSIX), each worker is a fresh interpreter."""
+    until they write them, instead of each loading its own copy. Where there is no fork server (not POSIX), each
+    worker is a fresh interpreter."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")

@@ -9,9 +9,7 @@ import gc
 
 import pyarrow  # noqa: F401
 
-import taskcost.collector._decoders  # noqa: F401
-import taskcost.normalize._normalize  # noqa: F401
-import taskcost.store._rows  # noqa: F401
+import taskcost.collector._decoders  # noqa: F401  (and through it the intake: decoders, normaliser, rows)
 from taskcost.pricing import default_pricer
 
 default_pricer()
