@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -71,9 +73,25 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.fixture(scope="session")
+def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty database with every migration applied, made once per test process: a test's new store starts
+    from a copy of it (the same file a first open makes, without applying the migrations each time)."""
+    path = tmp_path_factory.mktemp("migrated") / "empty.duckdb"
+    DuckDBStore.open(path).close()
+    assert not path.with_name(f"{path.name}.wal").exists()  # closed: everything is in the one file
+    return path
+
+
+def copy_of(migrated_db: Path, path: Path) -> Path:
+    """``path``, a new copy of the empty migrated database."""
+    shutil.copyfile(migrated_db, path)
+    return path
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[DuckDBStore]:
-    st = DuckDBStore.open(tmp_path / "t.duckdb")
+def store(tmp_path: Path, migrated_db: Path) -> Iterator[DuckDBStore]:
+    st = DuckDBStore.open(copy_of(migrated_db, tmp_path / "t.duckdb"))
     yield st
     st.close()
 
@@ -119,6 +137,20 @@ def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     if check and proc.returncode != 0:
         raise AssertionError(f"taskcost {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
+
+
+def sql_json(db: Path, query: str) -> list[dict[str, Any]]:
+    """The rows `taskcost sql --db <db> --format json <query>` prints, asked in this process (no command start-up
+    per question): through the server that owns ``db`` when one runs, else from the file, read-only."""
+    from taskcost._internal.jsonable import json_value
+    from taskcost.cli._target import open_target
+
+    target = open_target(db, None)
+    try:
+        res = target.query(query)
+    finally:
+        target.close()
+    return [dict(zip(res.columns, (json_value(v) for v in row), strict=True)) for row in res.rows]
 
 
 def start_server(

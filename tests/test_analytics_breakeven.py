@@ -16,7 +16,7 @@ from taskcost.analytics import Filters, UsageError
 from taskcost.analytics._breakeven import BreakevenOptions, breakeven
 from taskcost.analytics._breakeven_model import Profile, Rental, breakevens, costs
 from taskcost.store import DuckDBStore
-from tests.builders.analytics import T0, Fleet
+from tests.builders.analytics import T0, Fleet, ns
 
 M = 1_000_000
 WINDOW = {"since": T0, "until": T0 + timedelta(hours=10)}  # 10 hours
@@ -356,7 +356,10 @@ def test_the_gpu_price_is_the_one_the_measured_gpu_seconds_were_billed_at(store:
     fleet.write(store)
     path = tmp_path / "clusters.toml"
     path.write_text(_TWO_CLUSTERS)
-    store.allocate_clusters(Pricer(clusters=load_clusters(path)), since_ns=None, until_ns=None)
+    # the day before and the day of the calls: both clusters' busy windows and idle ones around them (every hour
+    # since the clusters' effective_from up to today is ~16,000 windows, more each day, and nothing more to check)
+    day = timedelta(days=1)
+    store.allocate_clusters(Pricer(clusters=load_clusters(path)), since_ns=ns(T0 - day), until_ns=ns(T0 + day))
     doc = ask(store, {"model": "cheap-1"}, self_hosted_model="house-llm")
     s = doc["summary"]
     assert Decimal(s["usd_per_gpu_hour"]).quantize(Decimal("1e-9")) == Decimal("2.357142857")

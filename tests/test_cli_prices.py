@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from taskcost.cli import app
 from taskcost.store import DuckDBStore
 from tests.builders.pricing import call, ingest
-from tests.conftest import free_port, run_cli, start_server, stop_server
+from tests.conftest import free_port, run_cli, sql_json, start_server, stop_server
 from tests.otlp_samples import sample_request
 from tests.test_pricing_data import NEWER
 
@@ -153,7 +153,7 @@ def test_through_a_running_server(tmp_path: Path) -> None:
         assert _total(db) == before * Decimal("0.9")
         out = run_cli("prices", "status", "--db", str(db)).stdout
         assert f"server {server.url}:" in out and "book v2 (" in out
-        span = json.loads(run_cli("sql", "--db", str(db), "--format", "json", "SELECT span_id FROM llm_calls").stdout)
+        span = sql_json(db, "SELECT span_id FROM llm_calls")
         out = run_cli("explain-cost", span[0]["span_id"], "--db", str(db)).stdout
         assert "discount discounts[0]: 10% off -$" in out
     finally:
@@ -161,9 +161,7 @@ def test_through_a_running_server(tmp_path: Path) -> None:
 
 
 def _total(db: Path) -> Decimal:
-    rows = json.loads(
-        run_cli("sql", "--db", str(db), "--format", "json", "SELECT sum(cost_usd) AS c FROM llm_calls").stdout
-    )
+    rows = sql_json(db, "SELECT sum(cost_usd) AS c FROM llm_calls")
     return Decimal(rows[0]["c"])
 
 

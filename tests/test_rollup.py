@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from taskcost.normalize import SpanRecord
 from taskcost.store import DuckDBStore, StoreUnavailableError
 from tests.builders.rollup import T0, assert_exact, batch, llm, task_row, tool_row
+from tests.conftest import copy_of
 
 
 def test_one_response_reported_in_two_requests_counts_once(store: DuckDBStore) -> None:
@@ -129,10 +130,14 @@ def histories(draw: st.DrawFn) -> list[list[tuple[str, list[tuple[Any, SpanRecor
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories(), fold_rows=st.sampled_from([1, 3, 10**9]))
 def test_the_rollup_equals_a_from_scratch_aggregation_over_any_commits(
-    history: list[list[tuple[str, list[tuple[Any, SpanRecord]]]]], fold_rows: int
+    migrated_db: Path, history: list[list[tuple[str, list[tuple[Any, SpanRecord]]]]], fold_rows: int
 ) -> None:
-    """fold_rows 1: the delta is folded in at every commit; 3: now and then; 10**9: only when asked."""
-    with tempfile.TemporaryDirectory() as tmp, DuckDBStore.open(Path(tmp) / "h.duckdb", fold_rows=fold_rows) as store:
+    """fold_rows 1: the delta is folded in at every commit; 3: now and then; 10**9: only when asked. Each example
+    starts from a new empty database (a copy of one migrated once)."""
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        DuckDBStore.open(copy_of(migrated_db, Path(tmp) / "h.duckdb"), fold_rows=fold_rows) as store,
+    ):
         for i, commit in enumerate(history, start=1):
             futures = [store.submit(batch(records, i, project)) for project, records in commit]
             for f in futures:
