@@ -57,7 +57,9 @@ PROMPT_NAMES = frozenset(
     {N.PROMPT_BLOCK_CHARS, N.PROMPT_BLOCK_KINDS, N.PROMPT_STABLE_PREFIX_CHARS, N.PROMPT_PREFIX_BREAK_BLOCK}
 )
 _TTFT_FALLBACK = frozenset({*C.STREAM_FLAGS, C.OPENLIT_TTFT})
-_PLANS = 4096  # distinct shapes remembered (a shape is a span's names over its resource's)
+# distinct shapes remembered (a shape is a span's names over its resource's): a fleet sends a few dozen; a client
+# sending a new shape per span only churns it, and it holds at most this many name tuples (attribute_count names each)
+_PLANS = 256
 
 
 @dataclass(frozen=True, slots=True)
