@@ -107,6 +107,19 @@ def _resource(rs: ResourceSpans, rng: random.Random) -> None:
     rs.resource.attributes.extend(_kv(k, v) for k, v in attrs.items())
 
 
+def _call_span(rng: random.Random, trace_id: bytes, root_id: bytes, model: str, t: int, dur: int) -> Span:
+    """An LLM call's client span under the task's root, from ``t`` for ``dur`` ns (draws its span id from ``rng``)."""
+    return Span(
+        trace_id=trace_id,
+        span_id=rng.randbytes(8),
+        parent_span_id=root_id,
+        name=f"chat {model}",
+        kind=Span.SPAN_KIND_CLIENT,
+        start_time_unix_nano=t,
+        end_time_unix_nano=t + dur,
+    )
+
+
 def _tool_span(rng: random.Random, trace_id: bytes, root_id: bytes, task_id: str, t: int) -> Span:
     tool = Span(
         trace_id=trace_id,
@@ -154,15 +167,7 @@ def _task_spans(rng: random.Random, n_task: int) -> list[Span]:
         cached = rng.randint(0, inp // 2) if rng.random() < 0.6 else 0
         out = rng.randint(50, 2_000)
         dur = rng.randint(200_000_000, 8_000_000_000)
-        s = Span(
-            trace_id=trace_id,
-            span_id=rng.randbytes(8),
-            parent_span_id=root_id,
-            name=f"chat {model}",
-            kind=Span.SPAN_KIND_CLIENT,
-            start_time_unix_nano=t,
-            end_time_unix_nano=t + dur,
-        )
+        s = _call_span(rng, trace_id, root_id, model, t, dur)
         attempt = 2 if rng.random() < 0.1 else 1
         s.attributes.extend(
             [
@@ -232,15 +237,7 @@ def _fleet_task_spans(rng: random.Random, n_task: int, mix: Mix) -> list[Span]:
         attempt = 1
         if rng.random() < mix.failed:
             dur = rng.randint(100_000_000, 30_000_000_000)
-            s = Span(
-                trace_id=trace_id,
-                span_id=rng.randbytes(8),
-                parent_span_id=root_id,
-                name=f"chat {model}",
-                kind=Span.SPAN_KIND_CLIENT,
-                start_time_unix_nano=t,
-                end_time_unix_nano=t + dur,
-            )
+            s = _call_span(rng, trace_id, root_id, model, t, dur)
             s.attributes.extend([*common, _kv("taskcost.call.attempt", 1)])
             etype, message = ERRORS[rng.randrange(len(ERRORS))]
             s.status.code = Status.STATUS_CODE_ERROR
@@ -254,15 +251,7 @@ def _fleet_task_spans(rng: random.Random, n_task: int, mix: Mix) -> list[Span]:
         cached = rng.randint(0, inp // 2) if rng.random() < 0.6 else 0
         out = rng.randint(50, 2_000)
         dur = rng.randint(200_000_000, 8_000_000_000)
-        s = Span(
-            trace_id=trace_id,
-            span_id=rng.randbytes(8),
-            parent_span_id=root_id,
-            name=f"chat {model}",
-            kind=Span.SPAN_KIND_CLIENT,
-            start_time_unix_nano=t,
-            end_time_unix_nano=t + dur,
-        )
+        s = _call_span(rng, trace_id, root_id, model, t, dur)
         s.attributes.extend(
             [
                 *common,

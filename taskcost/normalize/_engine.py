@@ -17,7 +17,7 @@ from taskcost.normalize import _names as N
 from taskcost.normalize._attrs import Attrs
 from taskcost.normalize._records import EngineSpanRecord, LLMCallEngineRecord
 
-__all__ = ["TOPOLOGY_NAMES", "Topology", "call_engine", "engine_span", "is_engine_span"]
+__all__ = ["TIMING_NAMES", "TOPOLOGY_NAMES", "Topology", "call_engine", "engine_span", "is_engine_span"]
 
 _MAX_PARALLEL = 100_000  # a parallel size above this is not a real deployment
 _MAX_TEXT = 128  # characters kept of a GPU type, method or draft model name
@@ -106,7 +106,7 @@ class Topology:
         )
 
 
-_TIMINGS = (
+TIMING_NAMES = (
     N.ENGINE_PREFILL_S,
     N.ENGINE_DECODE_S,
     N.ENGINE_PREFILL_TOKENS,
@@ -115,13 +115,14 @@ _TIMINGS = (
     N.SPEC_DRAFT_TOKENS,
     N.SPEC_ACCEPTED_TOKENS,
 )
+"""The engine timings a call span may carry (what its response reported: llama.cpp's ``timings``)."""
 
 
 def call_engine(a: Attrs, trace_id: str, span_id: str, topology: Topology | None) -> LLMCallEngineRecord | None:
     """The call's engine record: the timings the response reported (``taskcost.engine.*``, ``taskcost.spec.*``
     counts) and its topology tags; None when it has none of them. An odd value is skipped alone, with a reason."""
     get = a.get
-    timed = any(get(name) is not None for name in _TIMINGS)
+    timed = any(get(name) is not None for name in TIMING_NAMES)
     if not timed and topology is None:
         return None
     record = LLMCallEngineRecord(trace_id, span_id)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from taskcost.normalize import _conventions as C
 from taskcost.normalize import _names as N
+from taskcost.normalize._engine import TIMING_NAMES
 
 __all__ = ["CALL_FIELDS", "ENGINE_TIMINGS", "PROMPT_NAMES", "Plan", "call_plan"]
 
@@ -42,17 +43,7 @@ CALL_FIELDS: tuple[tuple[str, ...], ...] = (
 )
 """The fields a call reads, in the order of ``Plan.keys``; each with its names in precedence order."""
 
-ENGINE_TIMINGS = frozenset(
-    {
-        N.ENGINE_PREFILL_S,
-        N.ENGINE_DECODE_S,
-        N.ENGINE_PREFILL_TOKENS,
-        N.ENGINE_CACHED_TOKENS,
-        N.ENGINE_DECODE_TOKENS,
-        N.SPEC_DRAFT_TOKENS,
-        N.SPEC_ACCEPTED_TOKENS,
-    }
-)
+ENGINE_TIMINGS = frozenset(TIMING_NAMES)
 PROMPT_NAMES = frozenset(
     {N.PROMPT_BLOCK_CHARS, N.PROMPT_BLOCK_KINDS, N.PROMPT_STABLE_PREFIX_CHARS, N.PROMPT_PREFIX_BREAK_BLOCK}
 )
