@@ -67,8 +67,10 @@ _DECODE_SRC = f"CASE WHEN {_ENGINE_DECODE} THEN 'engine' WHEN {_CLIENT_DECODE} T
 
 
 def _key(columns: Sequence[str]) -> str:
-    parts = [f"coalesce(CAST({c} AS VARCHAR), '')" for c in columns]
-    return " || chr(31) || ".join(parts)
+    """A configuration's key: the 64-bit hash of its columns (NULL and '' differ), checked for collisions where the
+    configurations are read (``configs_and_sample``). Building a text of the columns instead cost more than the rest
+    of the sums (1.8 s of operator time at 2.5M calls)."""
+    return f"hash({', '.join(columns)})"
 
 
 def _in(column: str, values: Sequence[Any]) -> Sql:
@@ -121,7 +123,7 @@ busy AS (
     FROM o GROUP BY bk
 ),
 sums AS (
-SELECT k, {", ".join(f"min({c}) AS {c}" for c in CONFIG)},
+SELECT k, {", ".join(CONFIG)},
     count(*) AS calls,
     sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS errors,
     count(cost_usd) AS priced_calls,
@@ -139,7 +141,7 @@ SELECT k, {", ".join(f"min({c}) AS {c}" for c in CONFIG)},
     sum(CASE WHEN {_ENGINE_DECODE} THEN 1 ELSE 0 END) AS engine_decode_calls,
     sum(CASE WHEN {_CLIENT_DECODE} THEN 1 ELSE 0 END) AS client_decode_calls,
     sum(CASE WHEN coalesce(status, 'ok') <> 'error' THEN 1 ELSE 0 END) AS ok_calls
-FROM kc GROUP BY k
+FROM kc GROUP BY k, {", ".join(CONFIG)}
 )
 SELECT 'config' AS part, sums.*, busy.busy_us"""
 
@@ -181,6 +183,8 @@ def configs_and_sample(store: ReadStore, filters: Filters, models: Sequence[str]
     sql = Sql(ctes.text.rstrip("\n"), ctes.params) + Sql(sums) + Sql(calls, [SAMPLE, _SCALE * SAMPLE])
     both = frame(store, sql, filters, max_rows=20_000_000)
     configs = both.filter(pl.col("part") == "config").select("k", *CONFIG, *_SUMS)
+    if configs["k"].n_unique() < configs.height:  # two configurations with one 64-bit key: never silently merged
+        raise RuntimeError("two deployment configurations share one hash key: the engines question cannot tell them")
     picked = both.filter(pl.col("part") == "call").select("k", "h", *(pl.col(f"s_{n}").alias(n) for _, n in _SAMPLED))
     return configs, picked
 

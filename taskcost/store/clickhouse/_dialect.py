@@ -373,8 +373,12 @@ def _fix(node: exp.Expr) -> exp.Expr:
             return exp.Anonymous(this="JSONExtractArrayRaw", expressions=[text, *keys])
     if isinstance(node, exp.Anonymous) and node.name.lower() == "hash":
         # DuckDB's 64-bit hash of its arguments: ClickHouse's sipHash64 of the same (other values: a hash orders or
-        # samples rows within one engine's answer, never across engines)
-        return exp.Anonymous(this="sipHash64", expressions=[_sub(e) for e in node.expressions])
+        # samples rows within one engine's answer, never across engines); of several, their tuple: sipHash64(a, b)
+        # is NULL where one is NULL, sipHash64(tuple(a, b)) is not (and is the same where none is)
+        args = [_sub(e) for e in node.expressions]
+        if len(args) > 1:
+            args = [exp.Anonymous(this="tuple", expressions=args)]
+        return exp.Anonymous(this="sipHash64", expressions=args)
     if isinstance(node, exp.Filter):
         parts = _quantile_parts(node.this)
         if parts is not None:
