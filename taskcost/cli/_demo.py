@@ -34,15 +34,16 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.live import Live
-from rich.text import Text
 
 from taskcost._internal.lazy import httpx
 from taskcost.cli._common import app, err, fail, out
-from taskcost.cli._target import PricingServer, RemoteStore, running_server, server_info_path
+from taskcost.cli._demo_wait import Allocation as _Allocation
+from taskcost.cli._demo_wait import Shown, wait_for_allocation
+from taskcost.cli._demo_wait import progress as _progress
+from taskcost.cli._target import RemoteStore, running_server, server_info_path
 from taskcost.pricing import format_usd
 from taskcost.store import QueryError, StoreUnavailableError
 
@@ -161,39 +162,6 @@ def _start_server(db: Path, port: int, clusters: Path, signals: _Signals, fake_u
         signals.changed.wait(0.2)
 
 
-class _Allocation:
-    """The server's allocation of the clusters' GPU-hour windows: how far it has gone (/readyz), what it stored."""
-
-    def __init__(self, server: _Server, since: datetime) -> None:
-        self.server = server
-        self.since = since  # this run's rental
-
-    def state(self) -> dict[str, Any] | None:
-        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
-            doc: dict[str, Any] = httpx.get(f"{self.server.url}/readyz", timeout=5).json()["cluster_allocation"]
-            return doc
-        return None
-
-    def through(self, until: datetime) -> bool:
-        """Every window that ended by ``until`` is allocated."""
-        state = self.state()
-        done = None if state is None else state.get("allocated_through")
-        return done is not None and datetime.fromisoformat(done) >= until
-
-    def windows(self) -> list[ClusterWindowCost] | str:
-        """This run's allocated windows, or why they cannot be read."""
-        from taskcost.pricing import ClusterWindowCost
-
-        asked = PricingServer(self.server.url, self.server.token, timeout_s=60.0)
-        try:
-            docs = asked.get("/api/admin/clusters", since=self.since.isoformat())
-            return [ClusterWindowCost.from_json(d) for d in docs]
-        except (StoreUnavailableError, httpx.HTTPError, KeyError, ValueError) as exc:
-            return str(exc)
-        finally:
-            asked.close()
-
-
 @dataclass
 class _Totals:
     completed: int = 0
@@ -254,29 +222,6 @@ def _totals(server: _Server, run_like: str, *, spans: bool = False) -> _Totals |
         None if stored is None else int(stored),
         priced,
     )
-
-
-def _clock(seconds: float) -> str:
-    s = max(0, int(seconds))
-    return f"{s // 60}:{s % 60:02d}"
-
-
-def _progress(fleet: Fleet, totals: _Totals | None, elapsed: float, total_s: float, note: str = "") -> Text:
-    """Two short lines (they fit 80 columns): the fleet's tasks, then what the collector has and priced."""
-    st = fleet.stats
-    running = st.started - st.finished
-    text = Text(
-        f"{_clock(elapsed)} / {_clock(total_s)}  tasks: {st.completed} completed, {st.failed} failed, "
-        f"{st.abandoned} abandoned, {running} running"
-    )
-    second = note
-    if not second and totals is not None:
-        second = f"collector: {totals.calls} call attempts, spend {format_usd(totals.spend, places=4, none='$0')}"
-        if totals.awaiting:
-            second += f", {totals.awaiting} self-hosted awaiting GPU-hours"
-    if second:
-        text.append("\n" + second, style="dim")
-    return text
 
 
 class _Signals:
@@ -462,19 +407,8 @@ def _run(
     code = 0
     with _stopped_on_error(fleet):
         fleet.start()
-        live = Live(console=err, auto_refresh=False, transient=False) if err.is_terminal else None
-        shown: contextlib.AbstractContextManager[Any] = live if live is not None else contextlib.nullcontext()
-        last_plain = last_query = 0.0
-
-        def show(line: Text, every: float) -> None:
-            nonlocal last_plain
-            if live is not None:
-                live.update(line, refresh=True)
-            elif time.monotonic() - last_plain >= every:
-                err.print(line, highlight=False)
-                last_plain = time.monotonic()
-
-        with shown:
+        last_query = 0.0
+        with Shown(err) as show:
             while True:
                 elapsed = time.monotonic() - start
                 if signals.count or elapsed >= total_s or not server.alive() or fleet.stats.errors:
@@ -496,27 +430,18 @@ def _run(
                     note = "finishing the tasks in hand (Ctrl-C again: abandon them) ..."
                 else:
                     note = "time is up: finishing the tasks in hand ..."
-                show(_progress(fleet, totals, time.monotonic() - start, total_s, note), 5.0)
+                show(_progress(fleet, totals, time.monotonic() - start, total_s, note), 5.0, note)
             if not server.alive():
                 raise fail(f"the server stopped unexpectedly (see {server.log}):\n{server.log_tail()}")
-            show(_progress(fleet, totals, time.monotonic() - start, total_s, "sending the last spans ..."), 0.0)
+            note = "sending the last spans ..."
+            show(_progress(fleet, totals, time.monotonic() - start, total_s, note), 0.0, note)
             flushed = tc.force_flush(timeout_millis=60_000)
             exported = tc.export_stats()
             tc.shutdown(timeout_millis=60_000)
             engines_flushed = models.close(timeout_s=60.0)
             # the clusters are handed back at the end of this window; once it has ended, the server shares it out
             until = rental.end(datetime.now(UTC))
-            presses = signals.count
-            give_up = time.monotonic() + (until - datetime.now(UTC)).total_seconds() + _ALLOCATION_WAIT_S
-            while signals.count == presses and not allocation.through(until) and time.monotonic() < give_up:
-                left = (until - datetime.now(UTC)).total_seconds()
-                if left > 0:
-                    note = f"waiting {left:.0f} s for the GPU-hour window to end, to share it out (Ctrl-C: skip)"
-                else:
-                    note = "the server is sharing out the GPU-hours ... (Ctrl-C: skip)"
-                show(Text(note), 15.0)
-                signals.changed.clear()
-                signals.changed.wait(min(1.0, left) if left > 0 else 0.5)
+            wait_for_allocation(allocation, until, signals, show, _ALLOCATION_WAIT_S)
         if exported.failed or exported.dropped or not flushed:
             err.print(
                 f"[bold red]warning:[/] spans not delivered: {exported.failed} failed, {exported.dropped} dropped"
