@@ -63,6 +63,20 @@ def test_an_answer_stored_first_is_found_by_the_failure_that_comes_after(store: 
     assert {m for _, _, m, _ in _models(store)} == {DATED} and _hours(store) == {DATED: (2, 1)}
 
 
+def test_a_later_commit_with_no_failure_and_no_retry_still_answers_a_stored_failure(store: DuckDBStore) -> None:
+    first = Fleet()
+    first.task("t1", minute=5).call("gpt-4o", call_id="c1", attempt=1, status="error", output_tokens=0)
+    first.write(store)
+    later = Fleet()  # another call of the task answers, first time: the commit has no failure and no retry
+    later.task("t1", minute=5).call("gpt-4o", call_id="c2", attempt=1, at_s=4, response_model=DATED)
+    later.write(store, received_ns=2)
+    # the failed call never answered: it takes the task's answered model, as a from-scratch reading gives it
+    assert _models(store) == [("t1", "error", DATED, "gpt-4o"), ("t1", "ok", DATED, "gpt-4o")]
+    assert _hours(store) == {DATED: (2, 1)}
+    rows = store.admin_query("SELECT project, task_id FROM answer_open_tasks").rows
+    assert [tuple(r) for r in rows] == [("default", "t1")]  # the task is listed once, whatever its commits
+
+
 def test_a_canary_by_model_sees_the_failed_attempts_of_each_arm(store: DuckDBStore) -> None:
     fleet = Fleet()
     for i in range(12):  # baseline: every task's first attempt fails, its retry answers

@@ -257,7 +257,7 @@ def test_migrations_0011_to_0013_carry_golden_tasks_hourly_calls_and_answered_mo
     # and none of the engine view's objects (0017, 0018): the upgrade makes them again
     for view in ("engine_calls", "engine_spans", "engine_span_match", "engine_span_once", "engine_metrics"):
         con.execute(f"DROP VIEW {view}")
-    for table in ("engine_span_rows", "llm_call_engine_rows", "engine_metric_rows"):
+    for table in ("engine_span_rows", "llm_call_engine_rows", "engine_metric_rows", "answer_open_tasks"):  # and 0019's
         con.execute(f"DROP TABLE {table}")
     con.execute("DELETE FROM schema_migrations WHERE name >= '0011'")
     con.close()

@@ -66,6 +66,7 @@ INTERNAL = [
     "engine_span_rows",
     "llm_call_engine_rows",
     "engine_metric_rows",
+    "answer_open_tasks",
     "engine_span_once",
     "engine_span_match",
     "duckdb_tables",

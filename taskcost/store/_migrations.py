@@ -11,7 +11,7 @@ from typing import Any
 from taskcost.store._migrations_analytics import analytics_columns_0009, latest_view, task_dimensions_0010
 from taskcost.store._migrations_engine_calls import ENGINE_CALLS_0017
 from taskcost.store._migrations_engines import ENGINE_METRICS
-from taskcost.store._migrations_later import DEDUPE_WINDOW, DROPPED_COUNTS, SPOOL
+from taskcost.store._migrations_later import ANSWER_OPEN_TASKS, DEDUPE_WINDOW, DROPPED_COUNTS, SPOOL
 from taskcost.store._migrations_rollups import (
     answered_model_0013,
     answered_model_0015,
@@ -547,6 +547,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration("0017_engine_spans_and_call_engines", ENGINE_CALLS_0017),
     Migration("0018_engine_metrics", ENGINE_METRICS),
+    Migration("0019_answer_open_tasks", ANSWER_OPEN_TASKS),
 )
 
 _LEDGER = """

@@ -1,8 +1,10 @@
-"""Migrations 0007, 0008 and 0014: small additions to the tables (``_migrations`` lists every migration)."""
+"""Migrations 0007, 0008, 0014 and 0019: small additions to the tables (``_migrations`` lists every migration)."""
 
 from __future__ import annotations
 
-__all__ = ["DEDUPE_WINDOW", "DROPPED_COUNTS", "SPOOL"]
+from taskcost.store._answers import OPEN_TASKS, open_tasks_sql
+
+__all__ = ["ANSWER_OPEN_TASKS", "DEDUPE_WINDOW", "DROPPED_COUNTS", "SPOOL"]
 
 SPOOL = """
 CREATE TABLE spool_commits (seq BIGINT NOT NULL);
@@ -24,3 +26,9 @@ DROPPED_COUNTS = """
 ALTER TABLE spans ADD COLUMN IF NOT EXISTS dropped_attributes_count BIGINT DEFAULT 0;
 ALTER TABLE spans ADD COLUMN IF NOT EXISTS dropped_events_count BIGINT DEFAULT 0;
 """
+
+# The tasks with an attempt without a response (taskcost/store/_answers.py): the writer reads the stored calls of
+# these alone to resolve answered models
+ANSWER_OPEN_TASKS = (
+    f"CREATE TABLE {OPEN_TASKS} (project VARCHAR NOT NULL, task_id VARCHAR NOT NULL);\n" + open_tasks_sql()
+)

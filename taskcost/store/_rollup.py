@@ -265,6 +265,8 @@ def rebuild(cur: duckdb.DuckDBPyConnection, window: int) -> None:
     _dedupe.rebuild(cur, window)
     cur.execute("UPDATE llm_call_rows SET answered_model = NULL WHERE answered_model IS NOT NULL")
     cur.execute(_answers.backfill_sql())
+    cur.execute(f"DELETE FROM {_answers.OPEN_TASKS}")
+    cur.execute(_answers.open_tasks_sql())
     cur.execute("DELETE FROM task_rollup_delta")
     cur.execute("DELETE FROM task_rollup")
     select = _per_task("(SELECT * FROM llm_call_rows WHERE NOT duplicate)", "task_rows", "tool_call_rows")
