@@ -200,6 +200,22 @@ def _dashboard_lines(quick: bool, *, required: bool) -> list[str]:
     return [*lines, ""]
 
 
+def _by_process(r: Any) -> list[str]:
+    """The collector's CPU per span by process role (the server: HTTP, spool, the writer's DuckDB work; the decode
+    workers: decode, normalise, price, Arrow), and the rate that CPU allows on this machine's cores."""
+    roles: dict[str, float] = {}
+    for name, us in zip(r.process_names, r.cpu_us_by_process, strict=False):
+        roles[name] = roles.get(name, 0.0) + us
+    lines = [f"| of it: {name} | {us:.0f} |" for name, us in roles.items() if us >= 0.5]
+    if r.server_cpu_us_per_span > 0:
+        cores = os.cpu_count() or 1
+        lines.append(
+            f"| the rate the collector's CPU allows with all {cores} cores busy (1 s x cores / CPU per span)"
+            f" | {cores * 1e6 / r.server_cpu_us_per_span:,.0f} spans/s |"
+        )
+    return lines
+
+
 def _engine_lines(quick: bool) -> list[str]:
     from bench.engines import run_engine_history, run_engine_intake
 
@@ -367,6 +383,7 @@ def _ingest_lines(quick: bool, senders: int, ingest_runs: int) -> list[str]:
         "|---|---|",
         f"| collector, {r.collector_processes} processes (HTTP, decode, extract, price, Arrow, DuckDB)"
         f" | {r.server_cpu_us_per_span:.0f} |",
+        *_by_process(r),
         f"| decode + reading the keys alone (the ceiling's rate) | {r.ceiling_cpu_us_per_span:.0f} |",
         f"| decode + normalise (its rate) | {1e6 / r.normalise_spans_per_s:.0f} |",
         f"| the normaliser alone (CPU, decoded requests) | {r.normalise_cpu_us_per_span:.0f} |",

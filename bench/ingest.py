@@ -62,6 +62,7 @@ class IngestResult:
     normalise_cpu_us_per_span: float = float("nan")  # the normaliser alone over decoded requests, CPU time
     steps: dict[str, float] = field(default_factory=dict)  # a decode worker's steps alone, CPU us per span
     bytes_per_span: float = float("nan")  # the bodies as sent (compressed where the mix is)
+    cpu_us_by_process: tuple[float, ...] = ()  # CPU us per span of each collector process (process_names' order)
 
     @property
     def ratio(self) -> float:
@@ -385,7 +386,8 @@ def run_ingest(
             parts = [sent[i::senders] for i in range(senders)]
             endpoint = f"127.0.0.1:{grpc_port}" if grpc else None
             workers = [mp.Process(target=_send, args=(url, part, refused, sender_cpu, endpoint)) for part in parts]
-            cpu0 = _cpu_s(_tree(proc.pid))
+            cpu0_by = {p: _cpu_s([p]) for p in _tree(proc.pid)}
+            cpu0 = sum(cpu0_by.values())
             sampler, waits, stop = _Sampler(proc.pid), [], threading.Event()
             reader = threading.Thread(target=_read_waits, args=(url, stop, waits), daemon=True)
             start = time.perf_counter()
@@ -404,6 +406,7 @@ def run_ingest(
                 time.sleep(0.05)
             elapsed = time.perf_counter() - start
             collector = _tree(proc.pid)
+            cpu_by = [_cpu_s([p]) - cpu0_by.get(p, 0.0) for p in collector]
             server_cpu = _cpu_s(collector) - cpu0
             peaks = _peaks_mb(collector)
             roles = [_role(p, proc.pid) for p in collector]
@@ -444,4 +447,5 @@ def run_ingest(
         normalise_cpu_us_per_span=ceil.normalise_cpu_us_per_span,
         steps=ceil.steps,
         bytes_per_span=sum(len(b.data) for b in sent) / n,
+        cpu_us_by_process=tuple(c / n * 1e6 for c in cpu_by),
     )
