@@ -203,10 +203,14 @@ def _dashboard_lines(quick: bool, *, required: bool) -> list[str]:
 def _by_process(r: Any) -> list[str]:
     """The collector's CPU per span by process role (the server: HTTP, spool, the writer's DuckDB work; the decode
     workers: decode, normalise, price, Arrow), and the rate that CPU allows on this machine's cores."""
-    roles: dict[str, float] = {}
+    roles: dict[str, list[float]] = {}
     for name, us in zip(r.process_names, r.cpu_us_by_process, strict=False):
-        roles[name] = roles.get(name, 0.0) + us
-    lines = [f"| of it: {name} | {us:.0f} |" for name, us in roles.items() if us >= 0.5]
+        roles.setdefault(name, []).append(us)
+    lines = [
+        f"| of it: {name}{f' ({len(each)} processes)' if len(each) > 1 else ''} | {sum(each):.0f} |"
+        for name, each in roles.items()
+        if sum(each) >= 0.5
+    ]
     if r.server_cpu_us_per_span > 0:
         cores = os.cpu_count() or 1
         lines.append(
