@@ -1,10 +1,10 @@
 """The ``engines`` question's reads: plain SQL over ``llm_calls`` (joined with ``engine_calls``), ``tasks`` and
 ``engine_metrics``, each a few rows per deployment configuration (one row per sampled call for the quantiles).
 
-A configuration is one combination of ``CONFIG`` values; in SQL it is one text key ``k`` (the values joined by
-``chr(31)``, NULL as ''). A call without topology tags (no engine row: a 429 the engine never saw) can be folded
-into the one tagged configuration of its cluster with the same call tags (``canonical``): the sample is keyed by that
-folded key ``kk``.
+A configuration is one combination of ``CONFIG`` values; in SQL it is one key ``k``, the 64-bit hash of the values
+(NULL and '' apart; the sums group by the values too, so two configurations sharing a key are an error). A call
+without topology tags (no engine row: a 429 the engine never saw) can be folded into the one tagged configuration of
+its cluster with the same call tags (``canonical``): the sample is keyed by that folded key ``kk``.
 
 Dialect notes for another store: ``hash(start_time)`` samples (ClickHouse: ``sipHash64``), ``date_diff`` and the
 running ``max(end_time) OVER (...)`` measure busy time as ``breakeven`` does, ``lag`` takes counter differences.
@@ -105,8 +105,8 @@ def _calls_ctes(filters: Filters, models: Sequence[str]) -> Sql:
 _CONFIGS = f""",
 agg AS (SELECT k AS ak, count(*) AS n FROM kc GROUP BY k),
 -- busy: the union of the calls' intervals, each call adding its part past every call started before it (as
--- ``breakeven`` measures it); the running max over the three columns it needs alone, by a number per key (sorting
--- by the long text key cost more than the rest of the figures)
+-- ``breakeven`` measures it); the running max over the three columns it needs alone, by a number per key (partitioned
+-- by the 64-bit key itself, the running max took 3.5 s of operator time at 2.5M calls, by the number 0.5 s)
 ids AS (SELECT ak AS ik, row_number() OVER (ORDER BY ak) AS bk FROM agg),
 o AS (
     SELECT ids.bk, start_time, end_time,
