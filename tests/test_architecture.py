@@ -106,3 +106,17 @@ def test_no_room_imports_another_rooms_private_modules() -> None:
     """A room's public names (its ``__init__``) are its contract; its ``_modules`` may change freely."""
     bad = {f: mods for room in ("taskcost", "dashboards") for f, mods in _private_imports(REPO / room).items()}
     assert not bad, f"imports of another room's private modules: {bad}"
+
+
+def test_the_server_loads_polars_and_grpc_only_when_it_uses_them() -> None:
+    """The serving process imports its app and dashboards without polars (a question loads it) or gRPC (an OTLP/gRPC
+    port loads it): each is memory the collector holds while it only takes spans (23 and 8 MB)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, taskcost.app, taskcost.cli._serve, dashboards.app; "
+        "print(sorted(m for m in ('polars', 'grpc') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout

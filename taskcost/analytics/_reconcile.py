@@ -38,12 +38,20 @@ _WHOLE = frozenset({"since", "until", "cluster", "deployment"})
 """The filters under which the GPU lines are whole bills; any other one (a project first) makes them a share."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SHARES_TYPE = '[{"start":"VARCHAR","usd":"DECIMAL(38,12)"}]'
-_LINES_SCHEMA: dict[str, Any] = (
-    dict.fromkeys(("kind", "name"), pl.String)
-    | dict.fromkeys(("calls", "priced_calls", "unpriced_calls"), pl.Int64)
-    | dict.fromkeys(("usd", "calls_usd", "difference_usd", "bill_usd"), pl.Decimal(38, 12))
-    | {"windows": pl.Int64}
-)
+_LINE_COLUMNS = (
+    "kind", "name", "calls", "priced_calls", "unpriced_calls", "usd", "calls_usd", "difference_usd", "bill_usd",
+    "windows",
+)  # fmt: skip
+
+
+def _lines_schema() -> dict[str, Any]:
+    """The lines' polars schema (built when asked: importing this module does not import polars)."""
+    return (
+        dict.fromkeys(("kind", "name"), pl.String)
+        | dict.fromkeys(("calls", "priced_calls", "unpriced_calls"), pl.Int64)
+        | dict.fromkeys(("usd", "calls_usd", "difference_usd", "bill_usd"), pl.Decimal(38, 12))
+        | {"windows": pl.Int64}
+    )
 
 
 @runtime_checkable
@@ -191,7 +199,7 @@ def _windows(store: ReadStore, filters: Filters) -> list[ClusterWindowCost]:
 
 
 def _line(kind: str, name: str | None, **values: Any) -> dict[str, Any]:
-    return dict.fromkeys(_LINES_SCHEMA) | {"kind": kind, "name": name} | values
+    return dict.fromkeys(_LINE_COLUMNS) | {"kind": kind, "name": name} | values
 
 
 def _count_lines(df: pl.DataFrame) -> list[dict[str, Any]]:
@@ -341,7 +349,7 @@ def reconcile(store: ReadStore, filters: Filters, options: NoOptions) -> Reconci
     }
     figures = {"headline": _headline(figures)} | figures
     notes += _notes(figures, filters, whole)
-    return ReconcileAnswer(filters, figures=figures, lines=pl.DataFrame(lines, schema=_LINES_SCHEMA), notes=notes)
+    return ReconcileAnswer(filters, figures=figures, lines=pl.DataFrame(lines, schema=_lines_schema()), notes=notes)
 
 
 def _usd(value: Decimal | None) -> str:

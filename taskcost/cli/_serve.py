@@ -146,7 +146,6 @@ def serve(
     from taskcost._internal.limits import set_data_limit
     from taskcost.app import create_app
     from taskcost.cli._target import open_served, shown_store, write_server_info
-    from taskcost.collector import start_grpc_server
 
     settings = settings_or_exit(
         db=db,
@@ -229,9 +228,13 @@ def serve(
         decoders = application.state.decoders
         if decoders is not None:  # warm up beside the server: /healthz answers at once, intake waits for a worker
             threading.Thread(target=decoders.start, name="taskcost-decoders-start", daemon=True).start()
-        receiver = start_grpc_server(
-            store, settings, intake=application.state.intake, decoders=decoders, metrics=application.state.metrics
-        )
+        receiver = None
+        if settings.grpc_port:  # (gRPC's library only when it serves: 8 MB of the server's memory)
+            from taskcost.collector import start_grpc_server
+
+            receiver = start_grpc_server(
+                store, settings, intake=application.state.intake, decoders=decoders, metrics=application.state.metrics
+            )
     except (ValueError, OSError) as exc:
         release()
         if isinstance(exc, OSError):
