@@ -38,20 +38,16 @@ _WHOLE = frozenset({"since", "until", "cluster", "deployment"})
 """The filters under which the GPU lines are whole bills; any other one (a project first) makes them a share."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SHARES_TYPE = '[{"start":"VARCHAR","usd":"DECIMAL(38,12)"}]'
-_LINE_COLUMNS = (
-    "kind", "name", "calls", "priced_calls", "unpriced_calls", "usd", "calls_usd", "difference_usd", "bill_usd",
-    "windows",
-)  # fmt: skip
+_LINE_TYPES = {
+    "kind": "String", "name": "String", "calls": "Int64", "priced_calls": "Int64", "unpriced_calls": "Int64",
+    "usd": "Money", "calls_usd": "Money", "difference_usd": "Money", "bill_usd": "Money", "windows": "Int64",
+}  # fmt: skip
+"""The lines' columns and their polars types by name (``Money``: the views' DECIMAL(38, 12))."""
 
 
 def _lines_schema() -> dict[str, Any]:
     """The lines' polars schema (built when asked: importing this module does not import polars)."""
-    return (
-        dict.fromkeys(("kind", "name"), pl.String)
-        | dict.fromkeys(("calls", "priced_calls", "unpriced_calls"), pl.Int64)
-        | dict.fromkeys(("usd", "calls_usd", "difference_usd", "bill_usd"), pl.Decimal(38, 12))
-        | {"windows": pl.Int64}
-    )
+    return {c: pl.Decimal(38, 12) if t == "Money" else getattr(pl, t) for c, t in _LINE_TYPES.items()}
 
 
 @runtime_checkable
@@ -199,7 +195,7 @@ def _windows(store: ReadStore, filters: Filters) -> list[ClusterWindowCost]:
 
 
 def _line(kind: str, name: str | None, **values: Any) -> dict[str, Any]:
-    return dict.fromkeys(_LINE_COLUMNS) | {"kind": kind, "name": name} | values
+    return dict.fromkeys(_LINE_TYPES) | {"kind": kind, "name": name} | values
 
 
 def _count_lines(df: pl.DataFrame) -> list[dict[str, Any]]:

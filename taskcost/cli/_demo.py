@@ -40,9 +40,7 @@ import typer
 
 from taskcost._internal.lazy import httpx
 from taskcost.cli._common import app, err, fail, out
-from taskcost.cli._demo_wait import Allocation as _Allocation
-from taskcost.cli._demo_wait import Shown, wait_for_allocation
-from taskcost.cli._demo_wait import progress as _progress
+from taskcost.cli._demo_wait import Allocation, Shown, progress, wait_for_allocation
 from taskcost.cli._target import RemoteStore, running_server, server_info_path
 from taskcost.pricing import format_usd
 from taskcost.store import QueryError, StoreUnavailableError
@@ -391,7 +389,7 @@ def _run(
     configure_sdk(server.url, fake_url)
     fleet = Fleet(fake_url, agents=agents, seed=seed, speed=speed)
     run_like = f"demo-{fleet.run_id}-%"
-    allocation = _Allocation(server, rental.periods[-1][0])
+    allocation = Allocation(server, rental.periods[-1][0])
     out.print(
         f"[bold]taskcost demo[/]: DEMO DATA (service.name [bold]{SERVICE_NAME}[/], "
         f"deployment.environment.name=demo, task ids {run_like.rstrip('%')}...) in {server.db}\n"
@@ -416,7 +414,7 @@ def _run(
                 if time.monotonic() - last_query >= 3.0:
                     totals = _totals(server, run_like) or totals
                     last_query = time.monotonic()
-                show(_progress(fleet, totals, elapsed, total_s), 15.0)
+                show(progress(fleet, totals, elapsed, total_s), 15.0)
                 signals.changed.wait(0.5)
             # stopping: the agents finish their tasks (or abandon them: a second Ctrl-C, or they take too long)
             fleet.stop()
@@ -430,11 +428,11 @@ def _run(
                     note = "finishing the tasks in hand (Ctrl-C again: abandon them) ..."
                 else:
                     note = "time is up: finishing the tasks in hand ..."
-                show(_progress(fleet, totals, time.monotonic() - start, total_s, note), 5.0, note)
+                show(progress(fleet, totals, time.monotonic() - start, total_s, note), 5.0, note)
             if not server.alive():
                 raise fail(f"the server stopped unexpectedly (see {server.log}):\n{server.log_tail()}")
             note = "sending the last spans ..."
-            show(_progress(fleet, totals, time.monotonic() - start, total_s, note), 0.0, note)
+            show(progress(fleet, totals, time.monotonic() - start, total_s, note), 0.0, note)
             flushed = tc.force_flush(timeout_millis=60_000)
             exported = tc.export_stats()
             tc.shutdown(timeout_millis=60_000)
@@ -486,7 +484,7 @@ def _clusters_line(priced: tuple[tuple[str, int], ...], windows: list[ClusterWin
     return line
 
 
-def _summary(fleet: Fleet, totals: _Totals | None, allocation: _Allocation, spans: int) -> None:
+def _summary(fleet: Fleet, totals: _Totals | None, allocation: Allocation, spans: int) -> None:
     st = fleet.stats
     out.print(
         f"fleet: {st.started} tasks ({st.completed} completed, {st.failed} failed, {st.abandoned} abandoned, "

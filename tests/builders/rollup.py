@@ -102,6 +102,11 @@ QUALIFY response_id IS NULL
     OR row_number() OVER (PARTITION BY project, trace_id, response_id ORDER BY received_ns, span_id) = 1
 ORDER BY 1, 2, 3
 """
+REFERENCE_OPEN_TASKS = """
+SELECT DISTINCT project, task_id FROM llm_call_rows
+WHERE NOT duplicate AND response_model IS NULL AND task_id IS NOT NULL
+ORDER BY ALL
+"""
 HOUR_KEY = (
     "project, hour, provider, model, deployment, engine, engine_version, quantization, gpu_type, cluster_id, priced"
 )
@@ -126,13 +131,17 @@ FROM {calls} GROUP BY ALL ORDER BY ALL
 
 
 def assert_exact(store: DuckDBStore) -> list[tuple[Any, ...]]:
-    """``tasks``, ``llm_calls`` and ``llm_call_hours`` equal the from-scratch aggregation; returns the tasks rows."""
+    """``tasks``, ``llm_calls``, ``llm_call_hours`` and ``answer_open_tasks`` equal the from-scratch aggregation;
+    returns the tasks rows."""
     tasks = store.query("SELECT * FROM tasks ORDER BY project, task_id").rows
     assert tasks == store.admin_query(REFERENCE_TASKS).rows
     calls = store.query("SELECT project, trace_id, span_id FROM llm_calls ORDER BY 1, 2, 3").rows
     assert calls == store.admin_query(REFERENCE_CALLS).rows
     hours = store.query(f"SELECT {_HOUR_COLUMNS} FROM llm_call_hours ORDER BY ALL").rows
     assert hours == store.admin_query(hours_from("llm_calls")).rows
+    # the tasks the writer reads to resolve answered models: each task with a counted attempt without a response
+    open_tasks = store.admin_query("SELECT project, task_id FROM answer_open_tasks ORDER BY ALL").rows
+    assert open_tasks == store.admin_query(REFERENCE_OPEN_TASKS).rows
     return tasks
 
 
