@@ -321,6 +321,24 @@ def test_a_model_that_neither_read_nor_missed_has_nothing_unpriced(store: DuckDB
     assert not [n for n in a.notes if "openai/cheap-1" in n]
 
 
+@pytest.mark.parametrize("bucket", ["minute", "hour", None])
+def test_every_self_hosted_or_unknown_model_call_is_unpriced_whatever_its_rows(
+    store: DuckDBStore, bucket: str | None
+) -> None:
+    # a self-hosted model and one with no price: each has an unanswered attempt (no tokens) alone in its minute; the
+    # count of calls without a per-token price is every call of theirs, however the calls fall into rows
+    f = Fleet()
+    for model, columns in (("cheap-1", {"deployment": "self_hosted"}), ("mystery-9", {})):
+        t = f.task(f"h-{model}").call(model, input_tokens=2000, cache_read=500, **columns)
+        t.call(model, input_tokens=0, output_tokens=0, status="error", at_s=300, **columns)
+    f.write(store)
+    for filters in (Filters(deployment="self_hosted"), Filters(model="mystery-9")):
+        s = _ask(store, filters, bucket=bucket, by="model").summary()
+        assert (s["calls"], s["unpriced_calls"], s["unpriced_cache_read_tokens"]) == (2, 2, 500)
+        assert s["saved_usd"] is None
+        assert "2 of 2 calls without a per-token price" in s["headline"]
+
+
 def test_each_filter_narrows(store: DuckDBStore) -> None:
     _fleet().write(store)
     fix = _ask(store, Filters(kind="fix")).summary()

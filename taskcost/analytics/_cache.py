@@ -196,8 +196,10 @@ def _priced(df: pl.DataFrame, money: dict[str, str], premium: bool = False) -> p
     """Rows keyed by (..., self_hosted, input, cache_read, cache_write): the rates of the row's model in USD per token,
     from the SQL) with token columns priced (``money``: money column -> its tokens) at the cache discount (input rate -
     cache-read rate), which is null for a self-hosted call (no per-token price) and for a model without both rates;
-    ``unpriced_calls`` and ``unpriced_<tokens>`` count what could not be priced. No tokens cost exactly $0 at any
-    rate: a row without cache reads or misses (an attempt that got no response) has nothing unpriced.
+    ``unpriced_calls`` and ``unpriced_<tokens>`` count what could not be priced. A self-hosted call, or one of a model
+    with no input rate, has no per-token price whatever its tokens: every such call is unpriced (so the count does not
+    depend on how calls fall into rows). No tokens cost exactly $0 at any rate: a row of a model whose input rate is
+    known but its cache-read rate is not, without cache reads or misses, has nothing unpriced.
 
     With ``premium``: also ``write_premium_usd`` = ``cache_write_tokens`` x (cache-write rate - input rate), what the
     cache writes cost more than plain input, and ``saved_usd`` is net of it (a saving of a row whose writes cannot be
@@ -209,15 +211,15 @@ def _priced(df: pl.DataFrame, money: dict[str, str], premium: bool = False) -> p
         extra_rate = pl.col("cache_write") - pl.col("input")
         out = out.with_columns(write_extra=pl.when(pl.col("self_hosted")).then(None).otherwise(extra_rate))
     extra = []
+    rated = ~pl.col("self_hosted") & pl.col("input").is_not_null()
     for m, tokens in money.items():
         usd = pl.col(tokens).cast(pl.Decimal(38, 0)) * pl.col("discount")
-        extra.append(pl.when(pl.col(tokens) == 0).then(usd.fill_null(0)).otherwise(usd).alias(m))
-    priced = pl.col("discount").is_not_null() | (pl.sum_horizontal([pl.col(t) for t in money.values()]) == 0)
+        extra.append(pl.when(rated & (pl.col(tokens) == 0)).then(usd.fill_null(0)).otherwise(usd).alias(m))
+    priced = rated & (pl.col("discount").is_not_null() | (pl.sum_horizontal([pl.col(t) for t in money.values()]) == 0))
     if writes:
         usd = pl.col("cache_write_tokens").cast(pl.Decimal(38, 0)) * pl.col("write_extra")
-        extra.append(
-            pl.when(pl.col("cache_write_tokens") == 0).then(usd.fill_null(0)).otherwise(usd).alias("write_premium_usd")
-        )
+        none_written = rated & (pl.col("cache_write_tokens") == 0)
+        extra.append(pl.when(none_written).then(usd.fill_null(0)).otherwise(usd).alias("write_premium_usd"))
         priced = priced & (pl.col("write_extra").is_not_null() | (pl.col("cache_write_tokens") == 0))
         extra.append(
             pl.when(pl.col("write_extra").is_not_null())
