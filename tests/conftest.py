@@ -58,13 +58,18 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The browser tests' demo database takes minutes to make: start it now, while the other tests run."""
+    """The browser tests' demo database takes minutes to make, and the short demo run waits most of its minute for a
+    GPU-hour window to end: start both now, while the other tests run."""
     if any(i.nodeid.startswith("tests/browser/") for i in session.items) and not os.environ.get(
         "TASKCOST_TEST_DEMO_DB"
     ):
         from tests.browser.demo_data import build_in_background
 
         build_in_background()
+    from tests import demo_short_run
+
+    if any(i.nodeid == demo_short_run.TEST_ID for i in session.items):
+        demo_short_run.start()
 
 
 def free_port() -> int:

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import pytest
 
+from tests import demo_short_run
 from tests.conftest import cli_env, free_port, sql_json
 
 pytestmark = pytest.mark.slow
@@ -84,17 +85,16 @@ def _the_printed_command_serves_the_data_again(out: str, port: int) -> None:
         server.wait(30)
 
 
-def test_a_short_demo_run_has_everything_the_demo_promises(tmp_path: Path) -> None:
-    db, port = tmp_path / "demo.duckdb", free_port()
-    # 9 s at 30x: the H100 agent's tasks go round its five deployments; the time it takes is mostly the wait for the
-    # last one-minute GPU-hour window to end (the server's shortest window; it allocates it 3 s after its end)
-    proc = _demo(db, port, "--minutes", "0.15", speed="30")
-    out, err = proc.communicate(timeout=280)
-    assert proc.returncode == 0, f"{out}\n{err}"
+def test_a_short_demo_run_has_everything_the_demo_promises() -> None:
+    # the run (tests/demo_short_run.py: 9 s at 30x, then the wait for its last GPU-hour window) started when
+    # collection ended
+    run = demo_short_run.result()
+    db, port, out = run.db, run.port, run.out
+    assert run.returncode == 0, f"{out}\n{run.err}"
     assert f"http://127.0.0.1:{port}/dash/" in out and "DEMO DATA" in out
     sent, stored = _sent_and_stored(out)
     assert sent == stored > 100  # nothing lost on the way
-    assert not (tmp_path / "demo.duckdb.serve.json").exists()  # the server stopped and let go of the file
+    assert not db.with_name(db.name + ".serve.json").exists()  # the server stopped and let go of the file
     _the_printed_command_serves_the_data_again(out, port)
 
     # marked as demo data wherever it shows
