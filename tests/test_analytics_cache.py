@@ -322,21 +322,23 @@ def test_a_model_that_neither_read_nor_missed_has_nothing_unpriced(store: DuckDB
 
 
 @pytest.mark.parametrize("bucket", ["minute", "hour", None])
-def test_every_self_hosted_or_unknown_model_call_is_unpriced_whatever_its_rows(
-    store: DuckDBStore, bucket: str | None
-) -> None:
-    # a self-hosted model and one with no price: each has an unanswered attempt (no tokens) alone in its minute; the
-    # count of calls without a per-token price is every call of theirs, however the calls fall into rows
+def test_every_self_hosted_call_is_unpriced_whatever_its_rows(store: DuckDBStore, bucket: str | None) -> None:
+    # a self-hosted model's unanswered attempt (no tokens) alone in its minute: the count of calls without a per-token
+    # price is every self-hosted call, however the calls fall into rows, and their saving is unknown, never $0
     f = Fleet()
-    for model, columns in (("cheap-1", {"deployment": "self_hosted"}), ("mystery-9", {})):
-        t = f.task(f"h-{model}").call(model, input_tokens=2000, cache_read=500, **columns)
-        t.call(model, input_tokens=0, output_tokens=0, status="error", at_s=300, **columns)
+    t = f.task("h1").call("cheap-1", input_tokens=2000, cache_read=500, deployment="self_hosted")
+    t.call("cheap-1", input_tokens=0, output_tokens=0, status="error", at_s=300, deployment="self_hosted")
+    f.task("h2", kind="probe").call(
+        "cheap-1", input_tokens=0, output_tokens=0, status="error", deployment="self_hosted"
+    )
     f.write(store)
-    for filters in (Filters(deployment="self_hosted"), Filters(model="mystery-9")):
-        s = _ask(store, filters, bucket=bucket, by="model").summary()
-        assert (s["calls"], s["unpriced_calls"], s["unpriced_cache_read_tokens"]) == (2, 2, 500)
-        assert s["saved_usd"] is None
-        assert "2 of 2 calls without a per-token price" in s["headline"]
+    s = _ask(store, Filters(deployment="self_hosted"), bucket=bucket, by="model").summary()
+    assert (s["calls"], s["unpriced_calls"], s["unpriced_cache_read_tokens"]) == (3, 3, 500)
+    assert s["saved_usd"] is None
+    assert "3 of 3 calls without a per-token price" in s["headline"]
+    # the unanswered attempt alone: nothing was read from the cache, and nothing is said to be saved
+    only = _ask(store, Filters(deployment="self_hosted", kind="probe"), bucket=bucket).summary()
+    assert (only["calls"], only["unpriced_calls"], only["saved_usd"]) == (1, 1, None)
 
 
 def test_each_filter_narrows(store: DuckDBStore) -> None:

@@ -196,10 +196,10 @@ def _priced(df: pl.DataFrame, money: dict[str, str], premium: bool = False) -> p
     """Rows keyed by (..., self_hosted, input, cache_read, cache_write): the rates of the row's model in USD per token,
     from the SQL) with token columns priced (``money``: money column -> its tokens) at the cache discount (input rate -
     cache-read rate), which is null for a self-hosted call (no per-token price) and for a model without both rates;
-    ``unpriced_calls`` and ``unpriced_<tokens>`` count what could not be priced. A self-hosted call, or one of a model
-    with no input rate, has no per-token price whatever its tokens: every such call is unpriced (so the count does not
-    depend on how calls fall into rows). No tokens cost exactly $0 at any rate: a row of a model whose input rate is
-    known but its cache-read rate is not, without cache reads or misses, has nothing unpriced.
+    ``unpriced_calls`` and ``unpriced_<tokens>`` count what could not be priced. A self-hosted call has no per-token
+    price whatever its tokens: every one is unpriced, its saving unknown (so the count does not depend on how calls fall
+    into rows). An API call's tokens cost exactly $0 at any rate when there are none: a row of a model without a
+    known rate, without cache reads or misses (an attempt that got no response), has nothing unpriced.
 
     With ``premium``: also ``write_premium_usd`` = ``cache_write_tokens`` x (cache-write rate - input rate), what the
     cache writes cost more than plain input, and ``saved_usd`` is net of it (a saving of a row whose writes cannot be
@@ -211,7 +211,7 @@ def _priced(df: pl.DataFrame, money: dict[str, str], premium: bool = False) -> p
         extra_rate = pl.col("cache_write") - pl.col("input")
         out = out.with_columns(write_extra=pl.when(pl.col("self_hosted")).then(None).otherwise(extra_rate))
     extra = []
-    rated = ~pl.col("self_hosted") & pl.col("input").is_not_null()
+    rated = ~pl.col("self_hosted")
     for m, tokens in money.items():
         usd = pl.col(tokens).cast(pl.Decimal(38, 0)) * pl.col("discount")
         extra.append(pl.when(rated & (pl.col(tokens) == 0)).then(usd.fill_null(0)).otherwise(usd).alias(m))
