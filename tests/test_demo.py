@@ -27,10 +27,9 @@ pytestmark = pytest.mark.slow
 SERVICE = "taskcost-demo"
 
 
-def _demo(db: Path, port: int, *args: str, speed: str = "10") -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "taskcost", "demo", "--db", str(db), "--port", str(port), "--agents", "8"]
+def _demo(db: Path, port: int, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*cmd, "--seed", "7", "--speed", speed, *args],
+        demo_short_run.command(db, port, *args),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

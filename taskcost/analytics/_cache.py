@@ -211,14 +211,16 @@ def _priced(df: pl.DataFrame, money: dict[str, str], premium: bool = False) -> p
         extra_rate = pl.col("cache_write") - pl.col("input")
         out = out.with_columns(write_extra=pl.when(pl.col("self_hosted")).then(None).otherwise(extra_rate))
     extra = []
-    rated = ~pl.col("self_hosted")
+    per_token = ~pl.col("self_hosted")  # a self-hosted call has no per-token price: never $0
     for m, tokens in money.items():
         usd = pl.col(tokens).cast(pl.Decimal(38, 0)) * pl.col("discount")
-        extra.append(pl.when(rated & (pl.col(tokens) == 0)).then(usd.fill_null(0)).otherwise(usd).alias(m))
-    priced = rated & (pl.col("discount").is_not_null() | (pl.sum_horizontal([pl.col(t) for t in money.values()]) == 0))
+        extra.append(pl.when(per_token & (pl.col(tokens) == 0)).then(usd.fill_null(0)).otherwise(usd).alias(m))
+    priced = per_token & (
+        pl.col("discount").is_not_null() | (pl.sum_horizontal([pl.col(t) for t in money.values()]) == 0)
+    )
     if writes:
         usd = pl.col("cache_write_tokens").cast(pl.Decimal(38, 0)) * pl.col("write_extra")
-        none_written = rated & (pl.col("cache_write_tokens") == 0)
+        none_written = per_token & (pl.col("cache_write_tokens") == 0)
         extra.append(pl.when(none_written).then(usd.fill_null(0)).otherwise(usd).alias("write_premium_usd"))
         priced = priced & (pl.col("write_extra").is_not_null() | (pl.col("cache_write_tokens") == 0))
         extra.append(

@@ -28,7 +28,7 @@ MODEL = "coalesce(response_model, answered_model, request_model)"
 ANSWER_HORIZON_NS = 3600 * 10**9
 """How far back, before a commit's earliest call, the writer looks for the attempts a commit's answer resolves."""
 _CHANGES = "_taskcost_answers"
-_OPEN = "_taskcost_open_tasks"
+_OPEN_STAGE = "_taskcost_open_tasks"
 OPEN_TASKS = "answer_open_tasks"
 """The tasks with an attempt without a response (project, task_id), each once: the writer adds a commit's, and nothing
 removes them (a row per such task: about a quarter of the tasks in the bench's fleet traffic, where 3% of calls fail;
@@ -55,11 +55,16 @@ LEFT JOIN by_task AS t ON t.project = w.project AND t.task_id = w.task_id
 WHERE w.response_model IS NULL AND w.answered_model IS DISTINCT FROM coalesce(c.m, t.m)"""
 
 
+def _opens(c: str) -> str:
+    """Whether call ``c`` (an alias) puts its task in ``OPEN_TASKS``: no response came back for it."""
+    return f"{c}.response_model IS NULL AND {c}.task_id IS NOT NULL"
+
+
 def open_tasks_sql() -> str:
     """``OPEN_TASKS`` from the stored attempts (a migration's, or a rebuild's, statement)."""
     return (
-        f"INSERT INTO {OPEN_TASKS} SELECT DISTINCT project, task_id FROM llm_call_rows "
-        "WHERE NOT duplicate AND response_model IS NULL AND task_id IS NOT NULL;\n"
+        f"INSERT INTO {OPEN_TASKS} SELECT DISTINCT c.project, c.task_id FROM llm_call_rows AS c "
+        f"WHERE NOT c.duplicate AND {_opens('c')};\n"
     )
 
 
@@ -88,24 +93,26 @@ def resolve_answers(
     cur.execute(
         f"INSERT INTO {OPEN_TASKS} SELECT DISTINCT c.project, c.task_id FROM {calls} AS c "
         f"ANTI JOIN {OPEN_TASKS} AS o ON o.project = c.project AND o.task_id = c.task_id "
-        "WHERE c.response_model IS NULL AND c.task_id IS NOT NULL"
+        f"WHERE {_opens('c')}"
     )
     cur.execute(
-        f"CREATE OR REPLACE TEMP TABLE {_OPEN} AS SELECT DISTINCT c.project, c.task_id "
+        f"CREATE OR REPLACE TEMP TABLE {_OPEN_STAGE} AS SELECT DISTINCT c.project, c.task_id "
         f"FROM {calls} AS c SEMI JOIN {OPEN_TASKS} AS o ON o.project = c.project AND o.task_id = c.task_id"
     )
     try:
-        row = cur.execute(f"SELECT (SELECT count(*) FROM {_OPEN}), (SELECT min(start_ns) FROM {calls})").fetchone()
+        row = cur.execute(
+            f"SELECT (SELECT count(*) FROM {_OPEN_STAGE}), (SELECT min(start_ns) FROM {calls})"
+        ).fetchone()
         if row is None or not row[0]:  # none of the commit's tasks has an attempt without a response
             return
         lo = int(row[1]) - ANSWER_HORIZON_NS
         scope = (
             f"(SELECT rowid AS rid, * FROM llm_call_rows WHERE start_ns >= {lo} AND NOT duplicate "
-            f"AND (project, task_id) IN (SELECT project, task_id FROM {_OPEN}))"
+            f"AND (project, task_id) IN (SELECT project, task_id FROM {_OPEN_STAGE}))"
         )
         _apply(cur, scope, move)
     finally:
-        cur.execute(f"DROP TABLE IF EXISTS {_OPEN}")
+        cur.execute(f"DROP TABLE IF EXISTS {_OPEN_STAGE}")
 
 
 def _apply(cur: duckdb.DuckDBPyConnection, scope: str, move: Callable[[duckdb.DuckDBPyConnection, str], None]) -> None:
