@@ -1,4 +1,4 @@
-"""The engine view's costs: engine spans and engine metrics through intake, the read-time match of engine spans to
+"""The engine view's costs: engine spans and engine metrics through intake, the writer's match of engine spans to
 calls, and the ``engines`` question over large histories.
 
 Intake (per span, per sample; medians of ``repeats`` in one process): the normaliser over requests of client call spans
@@ -8,11 +8,14 @@ an OTLP metrics request of the same samples decoded and mapped.
 
 History (DuckDB store): the query bench's history (``bench.query.load_history``, one task in five self-hosted) with, for
 each self-hosted call, a vLLM server span parented by it and the call's engine and topology record, loaded behind the
-writer as the history is; then the ``engine_calls`` view read whole and the ``engines`` question asked.
+writer as the history is (its matches decided by the roll-ups' rebuild); then the ``engine_calls`` view read whole and
+the ``engines`` question asked; then live traffic written into it, without and with engine spans (the writer's cost of
+matching them as it commits).
 """
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -151,13 +154,39 @@ def run_engine_intake(spans: int = 40_000, repeats: int = 5) -> dict[str, float]
     }
 
 
+def _writer_cost(store: Any, spans: int, pairs: int = 3) -> tuple[float, float]:
+    """Writer microseconds (wall) per span of live traffic into ``store`` (as the collector hands it over: prepared
+    batches, grouped into commits by the writer), and per engine span of traffic of the same kind with a vLLM server
+    span beside each call: what matching and storing one adds (its row, the lookups of its call and of the engine
+    spans of the commit's calls, the call's figures). Medians of ``pairs`` runs of each, alternated, each of new
+    traffic (another seed), after one run to warm up."""
+    from taskcost.normalize import normalize_request
+    from taskcost.store import prepare_batch
+
+    def run(seed: int, engine_spans: bool) -> tuple[float, int, int]:
+        reqs = [_with_engine_spans(r) if engine_spans else (r, 0) for r in requests(spans, seed=seed)]
+        batches = [prepare_batch(normalize_request(r), 1) for r, _ in reqs]
+        t = time.perf_counter()
+        for f in [store.submit(b) for b in batches]:
+            f.result(600)
+        return time.perf_counter() - t, sum(b.span_count for b in batches), sum(n for _, n in reqs)
+
+    run(100, False)
+    client, engine = [], []
+    for k in range(pairs):
+        t_plain, n_plain, _ = run(101 + 2 * k, False)
+        t_both, n_both, n_engine = run(102 + 2 * k, True)
+        per_span = t_plain / n_plain
+        client.append(per_span * 1e6)
+        engine.append((t_both - per_span * (n_both - n_engine)) / n_engine * 1e6)
+    return statistics.median(client), statistics.median(engine)
+
+
 def load_engine_history(store: Any, calls: int) -> int:
     """``calls`` calls of history (one task in five self-hosted), each self-hosted call with its vLLM server span and
     its engine record; returns the engine spans loaded."""
-    load_history(store, calls, self_hosted=True)
-    store.admin_query(_ENGINE_SPANS)
-    store.admin_query(_CALL_ENGINES)
-    store.admin_query("CHECKPOINT")
+    # matched to their calls as the rest is rolled up
+    load_history(store, calls, self_hosted=True, then=(_ENGINE_SPANS, _CALL_ENGINES))
     return int(store.admin_query("SELECT count(*) FROM engine_span_rows").rows[0][0])
 
 
@@ -179,6 +208,9 @@ def run_engine_history(sizes: tuple[int, ...], repeats: int = 3) -> dict[tuple[s
                     out[("engines question", size)] = _median(
                         lambda s=store, q=q, o=options: q.run(s, Filters(), o), repeats
                     )
+                out[("writer us per client span", size)], out[("writer us per engine span", size)] = _writer_cost(
+                    store, 20_000
+                )
                 print(f"  engines at {size:,}: " + ", ".join(f"{k} {v:.3f}" for (k, n), v in out.items() if n == size))
             (Path(tmp) / f"e{size}.duckdb").unlink(missing_ok=True)
     return out

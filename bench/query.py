@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -110,14 +110,17 @@ QUERIES: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def load_history(store: DuckDBStore, calls: int, self_hosted: bool = False) -> None:
+def load_history(store: DuckDBStore, calls: int, self_hosted: bool = False, then: Sequence[str] = ()) -> None:
     """``calls`` stored LLM calls (and their tasks and tools), bulk-loaded behind the writer, roll-ups rebuilt.
     ``self_hosted``: one task in five runs on our own GPUs (engines, versions, GPU types: what the analytics
-    questions compare); without it every call is an API call, as the query and re-price figures were measured."""
+    questions compare); without it every call is an API call, as the query and re-price figures were measured.
+    ``then``: more loads (SQL) before the roll-ups are rebuilt."""
     store.admin_query("SELECT setseed(0.42)")
     store.admin_query(_LOAD.format(n=calls, self_hosted="(i // 10) % 5 = 0" if self_hosted else "FALSE"))
     store.admin_query(_TASKS.format(n=calls // 10))
     store.admin_query(_TOOLS.format(n=calls // 30))
+    for sql in then:
+        store.admin_query(sql)
     store.rebuild_rollups()  # the rows went in behind the writer: decide its markers and roll-ups from them
     store.admin_query("CHECKPOINT")
 

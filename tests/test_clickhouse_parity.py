@@ -161,7 +161,8 @@ def _engine_span(i: int, request_id: str, parent: int | None = None, trace: int 
 def _engine_traffic() -> list[tuple[str, Any]]:
     """(project, OTLP request): client calls with engine timings and topology tags, and vLLM server spans matched by
     parent, by request id (as sent and with vLLM's ``chatcmpl-`` prefix), several for one call, one that two calls
-    could take, one unmatched, one re-sent, one stored before its call; in two projects."""
+    could take, one unmatched, one with a call's id two hours away (unmatched), one re-sent, one stored before its
+    call; in two projects."""
     usage = {"gen_ai.usage.input_tokens": 1200, "gen_ai.usage.output_tokens": 80}
 
     def call(i: int, task: str, at: int, trace: int = 1, attrs: dict[str, Any] | None = None) -> S:
@@ -177,6 +178,7 @@ def _engine_traffic() -> list[tuple[str, Any]]:
         call(6, "e3", 3400, trace=10, attrs={"gen_ai.response.id": "same-id", **_TOPOLOGY}),
         call(7, "e3", 3600, trace=10, attrs={"taskcost.parallel.data": 8}),
         call(8, "e3", 3800, trace=10),  # no engine data
+        call(9, "e4", 0, trace=14, attrs={"gen_ai.response.id": "far-r"}),
     ]
     engines = [
         _engine_span(20, "r-20", parent=2),
@@ -184,6 +186,7 @@ def _engine_traffic() -> list[tuple[str, Any]]:
         _engine_span(31, "r-31", trace=11, at=200),  # by request id, with vLLM's prefix
         _engine_span(50, "same-id", trace=12, at=3200),  # two calls have this response id: the earlier one takes it
         _engine_span(70, "nobody", trace=13, at=3600),  # unmatched
+        _engine_span(80, "far-r", trace=15, at=7_200_000),  # its call's id, but two hours after it: unmatched
     ]
     other = [call(2, "o1", 0, trace=20, attrs={"gen_ai.response.id": "o-r"}), _engine_span(90, "o-r", trace=21)]
     return [
@@ -247,6 +250,7 @@ def test_engine_views_say_what_the_traffic_holds(stores: tuple[DuckDBStore, Clic
             "r-40": (True, "e2-4"),
             "same-id": (True, "e2-5"),
             "nobody": (False, None),
+            "far-r": (False, None),
             "o-r": (True, "o1-2"),
         }
         calls = {r["call_id"]: r for r in st.arrow("SELECT * FROM engine_calls").to_pylist()}

@@ -259,6 +259,9 @@ def test_migrations_0011_to_0013_carry_golden_tasks_hourly_calls_and_answered_mo
         con.execute(f"DROP VIEW {view}")
     for table in ("engine_span_rows", "llm_call_engine_rows", "engine_metric_rows", "answer_open_tasks"):  # and 0019's
         con.execute(f"DROP TABLE {table}")
+    for table in ("engine_match_rows", "engine_figure_rows", "engine_retracted"):  # and 0020's
+        con.execute(f"DROP TABLE {table}")
+    con.execute("DROP SEQUENCE engine_row_ids")
     con.execute("DELETE FROM schema_migrations WHERE name >= '0011'")
     con.close()
 

@@ -85,14 +85,20 @@ def _calls_ctes(filters: Filters, models: Sequence[str]) -> Sql:
         f"coalesce(c.{c}, e.{c}) AS {c}" if c in ("engine", "cluster_id") else f"c.{c}" for c in CALL_CONFIG
     )
     engine_cols = ", ".join(f"e.{c}" for c in ENGINE_CONFIG)
-    body = Sql(
-        f"SELECT {call_cols}, {engine_cols}, c.project, c.task_id, c.trace_id, c.span_id, c.start_time, "
-        "c.end_time, c.status, c.cost_usd, c.input_tokens, c.output_tokens, c.cache_read_tokens, "
-        "c.duration_s AS latency_s, c.ttft_s, e.engine_source, e.queue_s, e.prefill_s, e.decode_s, "
-        "e.engine_cached_tokens, e.spec_draft_tokens, e.spec_accepted_tokens "
-        "FROM scoped_calls AS c LEFT JOIN engine_calls AS e "
-        "ON e.project = c.project AND e.trace_id = c.trace_id AND e.span_id = c.span_id WHERE "
-    ) + _in("c.model", models)
+    # the engine rows of the models' calls only (a call's engine row has its model): the view's join with every call
+    # was a third of the read at 10M calls
+    body = (
+        Sql(
+            f"SELECT {call_cols}, {engine_cols}, c.project, c.task_id, c.trace_id, c.span_id, c.start_time, "
+            "c.end_time, c.status, c.cost_usd, c.input_tokens, c.output_tokens, c.cache_read_tokens, "
+            "c.duration_s AS latency_s, c.ttft_s, e.engine_source, e.queue_s, e.prefill_s, e.decode_s, "
+            "e.engine_cached_tokens, e.spec_draft_tokens, e.spec_accepted_tokens "
+            "FROM scoped_calls AS c LEFT JOIN (SELECT * FROM engine_calls WHERE "
+        )
+        + _in("model", models)
+        + Sql(") AS e ON e.project = c.project AND e.trace_id = c.trace_id AND e.span_id = c.span_id WHERE ")
+        + _in("c.model", models)
+    )
     return (
         Sql("WITH ")
         + call_scope(filters.narrowed(model=None))

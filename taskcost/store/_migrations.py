@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from taskcost.store._engine_match import ENGINE_MATCH_0020
 from taskcost.store._migrations_analytics import analytics_columns_0009, latest_view, task_dimensions_0010
 from taskcost.store._migrations_engine_calls import ENGINE_CALLS_0017
 from taskcost.store._migrations_engines import ENGINE_METRICS
@@ -548,6 +549,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0017_engine_spans_and_call_engines", ENGINE_CALLS_0017),
     Migration("0018_engine_metrics", ENGINE_METRICS),
     Migration("0019_answer_open_tasks", ANSWER_OPEN_TASKS),
+    Migration("0020_engine_matches_kept_by_the_writer", ENGINE_MATCH_0020),
 )
 
 _LEDGER = """

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import duckdb
 
-from taskcost.store import _answers, _dedupe, _hours
+from taskcost.store import _answers, _dedupe, _engine_match, _hours
 from taskcost.store._dedupe import RESPONSE_KEY
 from taskcost.store._migrations_analytics import TASK_DIMENSIONS
 from taskcost.store._sql import count
@@ -252,7 +252,8 @@ def adjust_tasks(cur: duckdb.DuckDBPyConnection, changes: str, kind: str) -> Non
 # -- from scratch ----------------------------------------------------------------------------------------
 def rebuild(cur: duckdb.DuckDBPyConnection, window: int) -> None:
     """Decide ``duplicate`` again over every stored row (in (received_ns, span_id) order), and rebuild the
-    dedupe window (``window`` keys of each kind) and ``task_rollup`` from the row tables: for rows loaded into
+    dedupe window (``window`` keys of each kind), ``task_rollup``, ``call_hours`` and the engine matches
+    (``_engine_match``) from the row tables: for rows loaded into
     the tables directly (bulk loads, repairs). In the caller's transaction, on a store no writer is feeding
     meanwhile."""
     cur.execute(
@@ -275,3 +276,4 @@ def rebuild(cur: duckdb.DuckDBPyConnection, window: int) -> None:
         f"list_unique(call_ids) AS llm_calls FROM ({select})"
     )
     _hours.rebuild_hours(cur)
+    _engine_match.rebuild(cur)

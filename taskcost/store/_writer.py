@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from taskcost.store import _answers, _dedupe, _hours, _rollup
+from taskcost.store import _answers, _dedupe, _engine_match, _hours, _rollup
 from taskcost.store._base import CommitInfo, StoreBusyError, StoreUnavailableError
 from taskcost.store._engine import engine_message, is_fatal
 from taskcost.store._rows import TABLES, PreparedBatch
@@ -324,6 +324,7 @@ class Writer:
             if calls is not None:
                 _hours.add_to_hours(cur, calls)
                 _answers.resolve_answers(cur, calls, _hours.move_hours)
+            _engine_match.update(cur, sources.get("engine_span_rows"), calls, sources.get("llm_call_engine_rows"))
             if calls not in (None, sources.get("llm_call_rows")):
                 _rollup.drop_stage(cur)
             if only_new:
@@ -555,6 +556,7 @@ class Writer:
         cur.execute("DROP TABLE IF EXISTS _taskcost_new")
         _rollup.fold(cur, fold_rows)
         _hours.fold_hours(cur, fold_rows)
+        _engine_match.fold(cur, fold_rows)
         if seq:  # the spool records up to here are stored: a restart replays what follows
             cur.execute("INSERT INTO spool_commits VALUES (?)", [seq])
         cur.execute("COMMIT")

@@ -5,13 +5,14 @@ writers and any arrival order give the same answer."""
 
 from __future__ import annotations
 
+from taskcost.store._engine_match import BOUND_NS
 from taskcost.store._migrations_engine_calls import (
     CALL_ENGINE_COLUMNS,
     ENGINE_CALL_COLUMNS,
     ENGINE_SPAN_COLUMNS,
 )
 
-__all__ = ["ENGINE_CALL_TABLES", "ENGINE_CALL_VIEWS"]
+__all__ = ["ENGINE_CALL_TABLES", "ENGINE_CALL_VIEWS", "ENGINE_MATCH_NEAR"]
 
 ENGINE_CALL_TABLES = {
     "engine_span_rows": list(ENGINE_SPAN_COLUMNS),
@@ -97,3 +98,18 @@ LEFT JOIN x ON x.project = c.project AND x.call_trace_id = c.trace_id AND x.call
 
 ENGINE_CALL_VIEWS = (_MATCH, _ENGINE_SPANS, _ENGINE_CALLS)
 """The internal matching view, then the public ``engine_spans`` and ``engine_calls``."""
+
+# Within the hour (migration 0007; the DuckDB store's 0020, taskcost/store/_engine_match.py): a call is a candidate of
+# an engine span only if it started within BOUND_NS of it.
+_NEAR = f"c.start_ns BETWEEN s.start_ns - {BOUND_NS} AND s.start_ns + {BOUND_NS}"
+ENGINE_MATCH_NEAR = (
+    _MATCH.replace(
+        "s AS (SELECT project, trace_id, span_id, parent_span_id, request_id FROM engine_span_rows FINAL)",
+        "s AS (SELECT project, trace_id, span_id, parent_span_id, request_id, start_ns FROM engine_span_rows FINAL)",
+    )
+    .replace("c.span_id = s.parent_span_id\n", f"c.span_id = s.parent_span_id WHERE {_NEAR}\n")
+    .replace("c.response_id = s.request_id\n", f"c.response_id = s.request_id WHERE {_NEAR}\n")
+    .replace("concat('chatcmpl-', s.request_id)\n", f"concat('chatcmpl-', s.request_id) WHERE {_NEAR}\n")
+)
+"""The matching view again, a call a candidate only within the hour of the engine span."""
+assert ENGINE_MATCH_NEAR.count(_NEAR) == 3

@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from taskcost.store._migrations_analytics import TASK_DIMENSIONS
 from taskcost.store._rows import arrow_schema
-from taskcost.store.clickhouse._engine_views import ENGINE_CALL_TABLES, ENGINE_CALL_VIEWS
+from taskcost.store.clickhouse._engine_views import ENGINE_CALL_TABLES, ENGINE_CALL_VIEWS, ENGINE_MATCH_NEAR
 
 __all__ = [
     "BATCH_TABLES",
@@ -473,4 +473,5 @@ MIGRATIONS: tuple[Migration, ...] = (
         "0006_engine_spans_and_call_engines",
         (*(_row_table(t, cols) for t, cols in ENGINE_CALL_TABLES.items()), *ENGINE_CALL_VIEWS),
     ),
+    Migration("0007_engine_match_within_an_hour", (ENGINE_MATCH_NEAR,)),
 )
