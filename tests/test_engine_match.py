@@ -132,3 +132,29 @@ def test_matches_kept_commit_by_commit_are_the_rule(
             store.admin_query(f"DELETE FROM {table}")
         store.admin_query(REBUILD)
         assert _views(store) == kept
+
+
+def _call(span: int, at: int, **extra: Any) -> S:
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "qwen3-32b"}
+    attrs["gen_ai.provider.name"] = "vllm"
+    attrs |= {"taskcost.task.id": "t", "gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 20}
+    return S("chat qwen3-32b", span, start_ms=at, end_ms=at + 50, attrs={**attrs, **extra})
+
+
+def test_an_engine_record_sent_again_with_its_call_counts_for_the_stored_call(tmp_path: Path) -> None:
+    """A call span sent again beyond the dedupe window, now with engine timings: its row is a duplicate of the stored
+    call (the same response), and its engine record is that call's (found by key, as over everything at once)."""
+    with DuckDBStore.open(tmp_path / "a.duckdb", dedupe_window=1) as store:
+        store.write(prepare_batch(normalize_request(request(_call(102, 0, **{"gen_ai.response.id": "a"}))), 1))
+        for k in (2, 3):  # past the window of one span (two generations of it)
+            store.write(prepare_batch(normalize_request(request(_call(101 + k, 5))), k))
+        again = _call(102, 0, **{"gen_ai.response.id": "a"}, **_TIMINGS)
+        store.write(prepare_batch(normalize_request(request(again)), 4))
+        assert store.admin_query("SELECT count(*) FILTER (duplicate) FROM llm_call_rows").rows == [(1,)]
+        kept = _views(store)
+        figures = [(r[2], r[29], r[31], r[32]) for r in kept["engine_calls"]]  # span, source, prefill, decode
+        assert figures == [("0000000000000066", "response", 0.25, 1.5)]
+        for table in ("engine_retracted", "engine_match_rows", "engine_figure_rows"):
+            store.admin_query(f"DELETE FROM {table}")
+        store.admin_query(REBUILD)
+        assert _views(store) == kept

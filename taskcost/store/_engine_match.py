@@ -212,10 +212,12 @@ def _range(cur: duckdb.DuckDBPyConnection, sql: str) -> tuple[int, int] | None:
     return None if row is None or row[0] is None else (int(row[0]), int(row[1]))
 
 
-def update(cur: duckdb.DuckDBPyConnection, spans: str | None, calls: str | None, records: str | None) -> None:
+def update(
+    cur: duckdb.DuckDBPyConnection, spans: str | None, calls: str | None, records: str | None, call_rows: str | None
+) -> None:
     """Keep the matches and the figures exact after a commit stored ``spans`` (its new engine span rows), ``calls``
-    (its counted calls) and ``records`` (its new engine records): relations of the batch's rows, in the caller's
-    transaction, after they were inserted."""
+    (its counted calls), ``records`` (its new engine records) and ``call_rows`` (its call rows, counted or not):
+    relations of the batch's rows, in the caller's transaction, after they were inserted."""
     if (spans is None and records is None) and (
         calls is None or not cur.execute("SELECT 1 FROM engine_span_rows LIMIT 1").fetchall()
     ):
@@ -244,10 +246,12 @@ def update(cur: duckdb.DuckDBPyConnection, spans: str | None, calls: str | None,
     )
     if dirty and count(cur, "SELECT count(*) FROM _taskcost_dirty_spans"):
         _rematch(cur)
-    if records is not None and calls is not None:  # a call's engine record comes with the call (the same span)
+    if records is not None and call_rows is not None:
+        # a call's engine record comes with the call (the same span); it counts for the counted call of that key, the
+        # row it came with or one stored before (a span re-sent is stored again, marked duplicate, its record too)
         cur.execute(
             "INSERT INTO _taskcost_changed_calls SELECT c.project, c.trace_id, c.span_id, c.start_ns "
-            f"FROM {calls} AS c SEMI JOIN {records} AS r USING (project, trace_id, span_id)"
+            f"FROM {call_rows} AS c SEMI JOIN {records} AS r USING (project, trace_id, span_id)"
         )
     if count(cur, "SELECT count(*) FROM _taskcost_changed_calls"):
         _refigure(cur)

@@ -324,7 +324,13 @@ class Writer:
             if calls is not None:
                 _hours.add_to_hours(cur, calls)
                 _answers.resolve_answers(cur, calls, _hours.move_hours)
-            _engine_match.update(cur, sources.get("engine_span_rows"), calls, sources.get("llm_call_engine_rows"))
+            _engine_match.update(
+                cur,
+                sources.get("engine_span_rows"),
+                calls,
+                sources.get("llm_call_engine_rows"),
+                sources.get("llm_call_rows"),
+            )
             if calls not in (None, sources.get("llm_call_rows")):
                 _rollup.drop_stage(cur)
             if only_new:
