@@ -128,6 +128,8 @@ class DuckDBStore(Healing):
         con = connect(path, read_only, engine)
         try:
             if not read_only:
+                if pending := pending_migrations(con):  # a backfill over a large file takes a while: say so first
+                    log.info("upgrading %s: %s", path, ", ".join(m.name for m in pending))
                 applied = apply_migrations(con)
                 if applied:
                     log.info("applied migrations to %s: %s", path, ", ".join(applied))

@@ -5,10 +5,11 @@ Never edit a migration that has shipped; add a new one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from taskcost.store._engine_match import ENGINE_MATCH_0020
+from taskcost.store._engine_match import ENGINE_MATCH_0020, rebuild
 from taskcost.store._migrations_analytics import analytics_columns_0009, latest_view, task_dimensions_0010
 from taskcost.store._migrations_engine_calls import ENGINE_CALLS_0017
 from taskcost.store._migrations_engines import ENGINE_METRICS
@@ -28,6 +29,7 @@ __all__ = ["MIGRATIONS", "Migration", "apply_migrations", "pending_migrations"]
 class Migration:
     name: str
     sql: str
+    then: Callable[[Any], None] | None = None  # run after ``sql``, in its transaction (a backfill done in parts)
 
 
 _RAW_SPANS = """
@@ -549,7 +551,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0017_engine_spans_and_call_engines", ENGINE_CALLS_0017),
     Migration("0018_engine_metrics", ENGINE_METRICS),
     Migration("0019_answer_open_tasks", ANSWER_OPEN_TASKS),
-    Migration("0020_engine_matches_kept_by_the_writer", ENGINE_MATCH_0020),
+    Migration("0020_engine_matches_kept_by_the_writer", ENGINE_MATCH_0020, then=rebuild),
 )
 
 _LEDGER = """
@@ -581,6 +583,8 @@ def apply_migrations(con: Any) -> list[str]:
         con.execute("BEGIN TRANSACTION")
         try:
             con.execute(m.sql)
+            if m.then is not None:
+                m.then(con)
             con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [m.name])
             con.execute("COMMIT")
         except Exception:
