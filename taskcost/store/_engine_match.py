@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import duckdb
 
-from taskcost.store._migrations_engine_calls import ENGINE_CALL_COLUMNS, ENGINE_SPAN_COLUMNS
+from taskcost.store._migrations_engine_calls import CALL_ENGINE_COLUMNS, ENGINE_CALL_COLUMNS, ENGINE_SPAN_COLUMNS
 from taskcost.store._sql import count
 
 __all__ = ["BOUND_NS", "CHUNK_CALLS", "CHUNK_SPANS", "ENGINE_MATCH_0020", "fold", "rebuild", "update"]
@@ -36,10 +36,10 @@ BOUND_NS = 3_600 * 1_000_000_000
 """An engine span and its call started at most an hour apart: the server side of a request starts while its client
 waits. The bound also keeps a request id an engine reuses (a counter after a restart) from matching an old call."""
 
-_KEY = ("project", "trace_id", "span_id")
 # the engine span's own figures a match keeps (engine_span_rows' names)
 _SPAN_FIGURES = ("engine", "cluster_id", "queue_s", "prefill_s", "decode_s", "ttft_s", "e2e_s", "cached_tokens")
 _TYPES = {name: kind for name, kind, _ in ENGINE_SPAN_COLUMNS}
+_CALL_TYPES = {name: kind for name, kind, _ in CALL_ENGINE_COLUMNS}
 
 _MATCH_COLUMNS = (
     ("id", "BIGINT NOT NULL"),
@@ -64,10 +64,7 @@ _FIGURE_COLUMNS = (
     ("call_start_ns", "BIGINT NOT NULL"),
     ("engine", "VARCHAR"),
     ("cluster_id", "VARCHAR"),
-    *((c, kind) for c, kind in (("tp_size", "INTEGER"), ("pp_size", "INTEGER"), ("dp_size", "INTEGER"),
-                                ("pd_disaggregated", "BOOLEAN"), ("prefill_gpu_type", "VARCHAR"),
-                                ("decode_gpu_type", "VARCHAR"), ("spec_method", "VARCHAR"),
-                                ("spec_draft_model", "VARCHAR"))),
+    *((c, _CALL_TYPES[c]) for c in ENGINE_CALL_COLUMNS),  # the call's topology and decoding tags
     ("engine_source", "VARCHAR NOT NULL"),
     ("queue_s", "DOUBLE"),
     ("prefill_s", "DOUBLE"),
@@ -77,8 +74,7 @@ _FIGURE_COLUMNS = (
     ("engine_cached_tokens", "BIGINT"),
     ("spec_draft_tokens", "BIGINT"),
     ("spec_accepted_tokens", "BIGINT"),
-)  # fmt: skip
-assert tuple(c for c, _ in _FIGURE_COLUMNS[7:15]) == ENGINE_CALL_COLUMNS
+)
 
 _LIVE = "id NOT IN (SELECT id FROM engine_retracted)"
 _CALLS = "SELECT project, trace_id, span_id, task_id, call_id, attempt, start_ns, response_id FROM llm_call_rows"

@@ -253,9 +253,8 @@ def adjust_tasks(cur: duckdb.DuckDBPyConnection, changes: str, kind: str) -> Non
 def rebuild(cur: duckdb.DuckDBPyConnection, window: int) -> None:
     """Decide ``duplicate`` again over every stored row (in (received_ns, span_id) order), and rebuild the
     dedupe window (``window`` keys of each kind), ``task_rollup``, ``call_hours`` and the engine matches
-    (``_engine_match``) from the row tables: for rows loaded into
-    the tables directly (bulk loads, repairs). In the caller's transaction, on a store no writer is feeding
-    meanwhile."""
+    (``_engine_match``) from the row tables: for rows loaded into the tables directly (bulk loads, repairs). In the
+    caller's transaction, on a store no writer is feeding meanwhile."""
     cur.execute(
         "UPDATE llm_call_rows AS c SET duplicate = m.duplicate FROM ("
         "  SELECT rowid AS rid, response_id IS NOT NULL AND row_number() OVER ("
