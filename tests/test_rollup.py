@@ -9,12 +9,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from taskcost.normalize import SpanRecord
-from taskcost.store import DuckDBStore, StoreUnavailableError
+from taskcost.store import DuckDBStore, StoreUnavailableError, _hours
 from tests.builders.rollup import T0, assert_exact, batch, llm, task_row, tool_row
 from tests.conftest import copy_of
 
@@ -289,3 +290,28 @@ def test_migrations_0011_to_0013_carry_golden_tasks_hourly_calls_and_answered_mo
         ]
     with DuckDBStore.open(db, read_only=True) as store:  # upgraded: reads open again
         assert store.query("SELECT count(*) FROM llm_call_hours").rows == [(4,)]
+
+
+def test_a_move_that_nets_no_attempt_in_a_key_keeps_its_tokens(tmp_path: Path) -> None:
+    """One attempt moved out of a key as another moved into it (answered models resolved again in one commit): the
+    key nets no attempt and no cost, but the tokens differ, and the roll-up must take them (it dropped such a key)."""
+    db = tmp_path / "m.duckdb"
+    with DuckDBStore.open(db):
+        pass
+    con = duckdb.connect(str(db))
+    try:
+        con.execute(
+            "INSERT INTO llm_call_rows (trace_id, span_id, task_id, call_id, attempt, start_ns, end_ns, status, "
+            "received_ns, request_model, input_tokens) VALUES "
+            "('t', 'in', 'k', 'c1', 1, 1796202000000000000, 1796202001000000000, 'ok', 1, 'asked', NULL), "
+            "('t', 'out', 'k', 'c2', 1, 1796202000000000000, 1796202001000000000, 'ok', 1, 'asked', 10)"
+        )
+        con.execute(
+            "CREATE TEMP VIEW moves AS SELECT *, CASE WHEN span_id = 'in' THEN 1 ELSE -1 END AS sign FROM llm_call_rows"
+        )
+        _hours.move_hours(con, "moves")
+        assert con.execute("SELECT model, attempts, input_tokens FROM call_hours_delta").fetchall() == [
+            ("asked", 0, -10)
+        ]
+    finally:
+        con.close()

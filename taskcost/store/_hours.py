@@ -138,11 +138,11 @@ def add_to_hours(cur: duckdb.DuckDBPyConnection, calls: str) -> None:
 
 
 def move_hours(cur: duckdb.DuckDBPyConnection, moves: str) -> None:
-    """Append moves (``moves``: a relation of llm_call_rows rows with a ``sign`` column, +1 in, -1 out), per key."""
-    cur.execute(
-        f"INSERT INTO call_hours_delta BY NAME SELECT * FROM ({_per_hour(moves, 'sign')}) "
-        "WHERE attempts <> 0 OR cost_usd <> 0"
-    )
+    """Append moves (``moves``: a relation of llm_call_rows rows with a ``sign`` column, +1 in, -1 out), per key; a key
+    whose moves add up to nothing is left out. (Attempts and cost alone were not enough: one attempt moved into a key
+    as another moved out of it nets no attempt, but their tokens differ.)"""
+    changed = " OR ".join(f"{m} <> 0" for m in HOUR_MEASURES)
+    cur.execute(f"INSERT INTO call_hours_delta BY NAME SELECT * FROM ({_per_hour(moves, 'sign')}) WHERE {changed}")
 
 
 def fold_hours(cur: duckdb.DuckDBPyConnection, fold_rows: int) -> None:
