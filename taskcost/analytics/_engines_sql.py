@@ -86,7 +86,7 @@ def _calls_ctes(filters: Filters, models: Sequence[str]) -> Sql:
     )
     engine_cols = ", ".join(f"e.{c}" for c in ENGINE_CONFIG)
     # the engine rows of the models' calls only (a call's engine row has its model): the view's join with every call
-    # was a third of the read at 10M calls
+    # was a quarter of the read's operator time at 10M calls (1.3 of 5.2 s in DuckDB's profile)
     body = (
         Sql(
             f"SELECT {call_cols}, {engine_cols}, c.project, c.task_id, c.trace_id, c.span_id, c.start_time, "

@@ -30,7 +30,7 @@ import duckdb
 from taskcost.store._migrations_engine_calls import CALL_ENGINE_COLUMNS, ENGINE_CALL_COLUMNS, ENGINE_SPAN_COLUMNS
 from taskcost.store._sql import count
 
-__all__ = ["BOUND_NS", "CHUNK_CALLS", "CHUNK_SPANS", "ENGINE_MATCH_0020", "fold", "rebuild", "update"]
+__all__ = ["BOUND_NS", "CHUNK_CALLS", "CHUNK_SPANS", "ENGINE_MATCH_0020", "NEAR", "fold", "rebuild", "update"]
 
 BOUND_NS = 3_600 * 1_000_000_000
 """An engine span and its call started at most an hour apart: the server side of a request starts while its client
@@ -88,7 +88,8 @@ _RULES = (
         "CASE WHEN c.trace_id = s.trace_id THEN 1 ELSE 2 END",
     ),
 )
-_NEAR = f"c.start_ns BETWEEN s.start_ns - {BOUND_NS} AND s.start_ns + {BOUND_NS}"
+NEAR = f"c.start_ns BETWEEN s.start_ns - {BOUND_NS} AND s.start_ns + {BOUND_NS}"
+"""The bound as SQL over calls ``c`` and engine spans ``s`` (the same text in both stores' dialects)."""
 
 
 def _match_sql(spans: str, calls: str) -> str:
@@ -98,7 +99,7 @@ def _match_sql(spans: str, calls: str) -> str:
     branches = [
         f"SELECT s.project, s.trace_id, s.span_id, s.start_ns AS span_start_ns, {rule} AS rule, "
         "c.trace_id AS call_trace_id, c.span_id AS call_span_id, c.start_ns AS call_start_ns, c.task_id, c.call_id, "
-        f"c.attempt, {figures} FROM s JOIN c ON {on} WHERE {_NEAR}"
+        f"c.attempt, {figures} FROM s JOIN c ON {on} WHERE {NEAR}"
         for on, rule in _RULES
     ]
     return (
@@ -257,7 +258,7 @@ def update(
             f"WHERE start_ns BETWEEN {near[0] - BOUND_NS} AND {near[1] + BOUND_NS})"
         )
         dirty += [
-            f"SELECT s.project, s.trace_id, s.span_id FROM {stored} AS s JOIN {calls} AS c ON {on} WHERE {_NEAR}"
+            f"SELECT s.project, s.trace_id, s.span_id FROM {stored} AS s JOIN {calls} AS c ON {on} WHERE {NEAR}"
             for on, _ in _RULES
         ]
     if dirty:

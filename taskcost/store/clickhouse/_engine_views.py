@@ -5,7 +5,7 @@ writers and any arrival order give the same answer."""
 
 from __future__ import annotations
 
-from taskcost.store._engine_match import BOUND_NS
+from taskcost.store._engine_match import NEAR
 from taskcost.store._migrations_engine_calls import (
     CALL_ENGINE_COLUMNS,
     ENGINE_CALL_COLUMNS,
@@ -22,31 +22,33 @@ ENGINE_CALL_TABLES = {
 
 _SPAN_COLUMNS = [c[0] for c in ENGINE_SPAN_COLUMNS if c[0] != "received_ns"]
 
-# Each engine span's call: the candidates of the three rules, ranked, the first kept (the DuckDB store's order).
-_MATCH = """CREATE OR REPLACE VIEW engine_span_match AS
+# Each engine span's call: the candidates of the three rules, ranked, the first kept (the DuckDB store's order);
+# ``{start}``, ``{near}``: the engine span's start and each rule's bound in time (neither in migration 0006).
+_MATCH_VIEW = """CREATE OR REPLACE VIEW engine_span_match AS
 WITH
 c AS (SELECT project, trace_id, span_id, task_id, call_id, attempt, start_ns, response_id FROM llm_call_counted),
-s AS (SELECT project, trace_id, span_id, parent_span_id, request_id FROM engine_span_rows FINAL)
+s AS (SELECT project, trace_id, span_id, parent_span_id, request_id{start} FROM engine_span_rows FINAL)
 SELECT project, trace_id, span_id, rule, call_trace_id, call_span_id, call_start_ns, task_id, call_id, attempt
 FROM (
     SELECT s.project AS project, s.trace_id AS trace_id, s.span_id AS span_id, toUInt8(0) AS rule,
         toNullable(c.trace_id) AS call_trace_id, toNullable(c.span_id) AS call_span_id,
         toNullable(c.start_ns) AS call_start_ns, toNullable(c.task_id) AS task_id, toNullable(c.call_id) AS call_id,
         toNullable(c.attempt) AS attempt
-    FROM s INNER JOIN c ON c.project = s.project AND c.trace_id = s.trace_id AND c.span_id = s.parent_span_id
+    FROM s INNER JOIN c ON c.project = s.project AND c.trace_id = s.trace_id AND c.span_id = s.parent_span_id{near}
     UNION ALL
     SELECT s.project, s.trace_id, s.span_id, toUInt8(if(c.trace_id = s.trace_id, 1, 2)), toNullable(c.trace_id),
         toNullable(c.span_id), toNullable(c.start_ns), toNullable(c.task_id), toNullable(c.call_id),
         toNullable(c.attempt)
-    FROM s INNER JOIN c ON c.project = s.project AND c.response_id = s.request_id
+    FROM s INNER JOIN c ON c.project = s.project AND c.response_id = s.request_id{near}
     UNION ALL
     SELECT s.project, s.trace_id, s.span_id, toUInt8(if(c.trace_id = s.trace_id, 1, 2)), toNullable(c.trace_id),
         toNullable(c.span_id), toNullable(c.start_ns), toNullable(c.task_id), toNullable(c.call_id),
         toNullable(c.attempt)
-    FROM s INNER JOIN c ON c.project = s.project AND c.response_id = concat('chatcmpl-', s.request_id)
+    FROM s INNER JOIN c ON c.project = s.project AND c.response_id = concat('chatcmpl-', s.request_id){near}
 )
 ORDER BY project, trace_id, span_id, rule, call_start_ns, call_trace_id, call_span_id
 LIMIT 1 BY project, trace_id, span_id"""
+_MATCH = _MATCH_VIEW.format(start="", near="")
 
 _ENGINE_SPANS = f"""CREATE OR REPLACE VIEW engine_spans AS
 SELECT {", ".join(f"s.{c} AS {c}" for c in _SPAN_COLUMNS)},
@@ -100,16 +102,6 @@ ENGINE_CALL_VIEWS = (_MATCH, _ENGINE_SPANS, _ENGINE_CALLS)
 """The internal matching view, then the public ``engine_spans`` and ``engine_calls``."""
 
 # Within the hour (migration 0007; the DuckDB store's 0020, taskcost/store/_engine_match.py): a call is a candidate of
-# an engine span only if it started within BOUND_NS of it.
-_NEAR = f"c.start_ns BETWEEN s.start_ns - {BOUND_NS} AND s.start_ns + {BOUND_NS}"
-ENGINE_MATCH_NEAR = (
-    _MATCH.replace(
-        "s AS (SELECT project, trace_id, span_id, parent_span_id, request_id FROM engine_span_rows FINAL)",
-        "s AS (SELECT project, trace_id, span_id, parent_span_id, request_id, start_ns FROM engine_span_rows FINAL)",
-    )
-    .replace("c.span_id = s.parent_span_id\n", f"c.span_id = s.parent_span_id WHERE {_NEAR}\n")
-    .replace("c.response_id = s.request_id\n", f"c.response_id = s.request_id WHERE {_NEAR}\n")
-    .replace("concat('chatcmpl-', s.request_id)\n", f"concat('chatcmpl-', s.request_id) WHERE {_NEAR}\n")
-)
+# an engine span only if it started within an hour of it.
+ENGINE_MATCH_NEAR = _MATCH_VIEW.format(start=", start_ns", near=f" WHERE {NEAR}")
 """The matching view again, a call a candidate only within the hour of the engine span."""
-assert ENGINE_MATCH_NEAR.count(_NEAR) == 3
