@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from taskcost.normalize import normalize_request
-from taskcost.store import DuckDBStore, PreparedBatch, QueryError, StoreUnavailableError, prepare_batch
+from taskcost.store import ENGINE_CONFIG, DuckDBStore, PreparedBatch, QueryError, StoreUnavailableError, prepare_batch
 from taskcost.store.clickhouse._schema import MIGRATIONS, PUBLIC_VIEWS
 from taskcost.store.clickhouse._store import ClickHouseStore
 from tests.builders.analytics import Fleet, pricer
@@ -38,6 +38,10 @@ ORDER = {
     "spans": ("project", "trace_id", "span_id"),
     "tasks": ("project", "task_id"),
     "llm_call_hours": ("project", "hour", "provider", "model", "deployment", "engine", "priced"),
+    "engine_spans": ("project", "trace_id", "span_id"),
+    "engine_calls": ("project", "trace_id", "span_id"),
+    "engine_call_figures": ("project", "trace_id", "span_id"),
+    "engine_config_hours": ("project", "hour", *ENGINE_CONFIG, "call_engine", "call_cluster_id"),
 }
 
 

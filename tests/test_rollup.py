@@ -263,6 +263,10 @@ def test_migrations_0011_to_0013_carry_golden_tasks_hourly_calls_and_answered_mo
     for table in ("engine_match_rows", "engine_figure_rows", "engine_retracted"):  # and 0020's
         con.execute(f"DROP TABLE {table}")
     con.execute("DROP SEQUENCE engine_row_ids")
+    for view in ("engine_call_figures", "engine_config_hours", "engine_config_busy"):  # and 0021's
+        con.execute(f"DROP VIEW {view}")
+    for table in ("engine_hour_rows", "engine_busy_rows", "engine_hours_dirty"):
+        con.execute(f"DROP TABLE {table}")
     con.execute("DELETE FROM schema_migrations WHERE name >= '0011'")
     con.close()
 

@@ -20,8 +20,19 @@ from typing import Any
 from taskcost._internal.lazy import pl
 from taskcost.analytics._answer import frame
 from taskcost.analytics._cost_priced import fully_priced
-from taskcost.analytics._filters import Filters, Sql, call_scope, hours_scope, task_scope, utc
-from taskcost.store import ReadStore
+from taskcost.analytics._filters import (
+    CALL_DIMENSIONS,
+    Filters,
+    Sql,
+    by_task,
+    call_scope,
+    hours_scope,
+    task_scope,
+    utc,
+    whole_hours,
+)
+from taskcost.store import CLIENT_DECODE_CALL, ENGINE_DECODE_CALL, ENGINE_HOUR_MEASURES, ReadStore
+from taskcost.store import ENGINE_CONFIG as ENGINE_CONFIG_COLUMNS
 
 __all__ = [
     "CALL_CONFIG",
@@ -37,28 +48,24 @@ __all__ = [
     "task_figures",
 ]
 
-CALL_CONFIG = (
-    "model", "provider", "engine", "engine_version", "quantization", "gpu_type", "gpu_count", "cluster_id",
-    "deployment",
-)  # fmt: skip
+CONFIG: tuple[str, ...] = ENGINE_CONFIG_COLUMNS
+"""A configuration's columns (``engine_config_hours``): the call's, then its topology and decoding tags."""
+CALL_CONFIG = CONFIG[:9]
 """A configuration's columns that ``llm_calls`` holds (``engine`` and ``cluster_id``: else the engine span's)."""
-ENGINE_CONFIG = (
-    "tp_size", "pp_size", "dp_size", "pd_disaggregated", "prefill_gpu_type", "decode_gpu_type", "spec_method",
-    "spec_draft_model",
-)  # fmt: skip
+ENGINE_CONFIG = CONFIG[9:]
 """A configuration's topology and decoding columns, from ``engine_calls``."""
-CONFIG = (*CALL_CONFIG, *ENGINE_CONFIG)
+_RAW = tuple({"engine": "call_engine", "cluster_id": "call_cluster_id"}.get(c, c) for c in CALL_CONFIG)
+"""``CALL_CONFIG`` as a call holds it (its own engine and cluster), in ``engine_config_hours``' names."""
+_MEASURES = tuple(n for n, _ in ENGINE_HOUR_MEASURES)
 
 SAMPLE = 10_000
 """Each configuration's quantiles and intervals come from at most about this many of its calls: all of them below, a
 deterministic sample above (``hash(start_time) % 10^6`` under the configuration's fraction, as the canary's)."""
 _SCALE = 1_000_000
 
-_OK = "coalesce(status, 'ok') <> 'error' AND output_tokens > 0"
+_ENGINE_DECODE, _CLIENT_DECODE = ENGINE_DECODE_CALL, CLIENT_DECODE_CALL
 # output tokens per second of decode: the engine's decode time where it reported one, else the client's time after
 # the first token (latency - TTFT); NULL for a failed call, one without output, or one with neither time
-_ENGINE_DECODE = f"{_OK} AND decode_s > 0"
-_CLIENT_DECODE = f"{_OK} AND coalesce(decode_s, 0) <= 0 AND ttft_s IS NOT NULL AND latency_s > ttft_s"
 _DECODE_TPS = (
     f"CASE WHEN {_ENGINE_DECODE} THEN output_tokens / decode_s "
     f"WHEN {_CLIENT_DECODE} THEN output_tokens / (latency_s - ttft_s) END"
@@ -77,87 +84,57 @@ def _in(column: str, values: Sequence[Any]) -> Sql:
     return Sql(f"{column} IN ({', '.join('?' for _ in values)})", list(values))
 
 
-def _calls_ctes(filters: Filters, models: Sequence[str]) -> Sql:
-    """``WITH scoped_calls, kc``: the selected call attempts of ``models`` (every filter but ``model``), each with its
-    configuration's columns, figures and key ``k`` (the key in the same subquery as the join: a store that keeps a
-    CTE read several times computes both once)."""
+def _kc(scope: Sql, models: Sequence[str], pre: tuple[Sql, int] | None = None) -> Sql:
+    """``WITH scoped_calls, kc``: the call attempts of ``scope`` (a ``call_scope``) of ``models``, each with its
+    configuration's columns, engine figures (``engine_call_figures``) and key ``k``. ``pre``: a condition on the calls
+    (``c``), and the limit of ``h`` no call under it exceeds (the figures are read of those calls alone)."""
     call_cols = ", ".join(
-        f"coalesce(c.{c}, e.{c}) AS {c}" if c in ("engine", "cluster_id") else f"c.{c}" for c in CALL_CONFIG
+        f"coalesce(c.{c}, e.span_{c}) AS {c}" if c in ("engine", "cluster_id") else f"c.{c}" for c in CALL_CONFIG
     )
     engine_cols = ", ".join(f"e.{c}" for c in ENGINE_CONFIG)
-    # the engine rows of the models' calls only (a call's engine row has its model): the view's join with every call
-    # was a quarter of the read's operator time at 10M calls (1.3 of 5.2 s in DuckDB's profile)
+    where = _in("c.model", models)
+    figures = Sql("engine_call_figures")
+    if pre is not None:
+        where += Sql(" AND ") + pre[0]
+        figures = Sql(f"(SELECT * FROM engine_call_figures WHERE {_H.format(t='span_id')} < ?)", [pre[1]])
     body = (
         Sql(
-            f"SELECT {call_cols}, {engine_cols}, c.project, c.task_id, c.trace_id, c.span_id, c.start_time, "
-            "c.end_time, c.status, c.cost_usd, c.input_tokens, c.output_tokens, c.cache_read_tokens, "
-            "c.duration_s AS latency_s, c.ttft_s, e.engine_source, e.queue_s, e.prefill_s, e.decode_s, "
-            "e.engine_cached_tokens, e.spec_draft_tokens, e.spec_accepted_tokens "
-            "FROM scoped_calls AS c LEFT JOIN (SELECT * FROM engine_calls WHERE "
+            f"SELECT {call_cols}, {engine_cols}, c.engine AS call_engine, c.cluster_id AS call_cluster_id, "
+            "c.project, c.trace_id, c.span_id, c.start_time, c.end_time, c.status, c.cost_usd, c.input_tokens, "
+            "c.output_tokens, c.cache_read_tokens, c.duration_s AS latency_s, c.ttft_s, e.engine_source, e.queue_s, "
+            "e.prefill_s, e.decode_s, e.engine_cached_tokens, e.spec_draft_tokens, e.spec_accepted_tokens "
+            "FROM scoped_calls AS c LEFT JOIN "
         )
-        + _in("model", models)
-        + Sql(") AS e ON e.project = c.project AND e.trace_id = c.trace_id AND e.span_id = c.span_id WHERE ")
-        + _in("c.model", models)
+        + figures
+        + Sql(" AS e ON e.project = c.project AND e.trace_id = c.trace_id AND e.span_id = c.span_id WHERE ")
+        + where
     )
-    return (
-        Sql("WITH ")
-        + call_scope(filters.narrowed(model=None))
-        + Sql(f",\nkc AS (SELECT *, {_key(CONFIG)} AS k FROM (")
-        + body
-        + Sql(") AS j)\n")
-    )
+    return Sql("WITH ") + scope + Sql(f",\nkc AS (SELECT *, {_key(CONFIG)} AS k FROM (") + body + Sql(") AS j)")
 
 
-_CONFIGS = f""",
-agg AS (SELECT k AS ak, count(*) AS n FROM kc GROUP BY k),
--- busy: the union of the calls' intervals, each call adding its part past every call started before it (as
--- ``breakeven`` measures it); the running max over the three columns it needs alone, by a number per key (partitioned
--- by the 64-bit key itself, the running max took 3.5 s of operator time at 2.5M calls, by the number 0.5 s)
-ids AS (SELECT ak AS ik, row_number() OVER (ORDER BY ak) AS bk FROM agg),
+_BUSY = """,
+-- busy: the union of the parts' intervals (a call's, or a kept part of an hour's: engine_config_busy), each adding
+-- what it reaches past every part started before it (as ``breakeven`` measures it); the running max over the three
+-- columns it needs alone, by a number per key (partitioned by the 64-bit key itself, the running max took 3.5 s of
+-- operator time at 2.5M calls, by the number 0.5 s)
+ids AS (SELECT k AS ik, row_number() OVER (ORDER BY k) AS bk FROM sums),
 o AS (
-    SELECT ids.bk, start_time, end_time,
-        max(end_time) OVER (PARTITION BY ids.bk ORDER BY start_time, end_time
-                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_end
-    FROM kc JOIN ids ON ids.ik = kc.k
+    SELECT ids.bk, lo, hi,
+        max(hi) OVER (PARTITION BY ids.bk ORDER BY lo, hi ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+    FROM (SELECT {key} AS k, lo, hi FROM parts) AS p JOIN ids ON ids.ik = p.k
 ),
 busy AS (
-    SELECT bk, CAST(sum(CASE WHEN end_time > start_time AND (before_end IS NULL OR end_time > before_end)
-                             THEN date_diff('microsecond',
-                                            CASE WHEN before_end > start_time THEN before_end ELSE start_time END,
-                                            end_time)
-                             ELSE 0 END) AS BIGINT) AS busy_us
+    SELECT bk, CAST(sum(CASE WHEN before IS NULL OR hi > before
+                             THEN hi - CASE WHEN before > lo THEN before ELSE lo END ELSE 0 END) AS BIGINT) AS busy_us
     FROM o GROUP BY bk
-),
-sums AS (
-SELECT k, {", ".join(CONFIG)},
-    count(*) AS calls,
-    sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS errors,
-    count(cost_usd) AS priced_calls,
-    sum(cost_usd) AS spend_usd,
-    sum(CASE WHEN cost_usd IS NOT NULL THEN coalesce(input_tokens, 0) + coalesce(output_tokens, 0) ELSE 0 END)
-        AS priced_tokens,
-    sum(coalesce(input_tokens, 0)) AS input_tokens,
-    sum(coalesce(cache_read_tokens, 0)) AS cache_read_tokens,
-    sum(coalesce(output_tokens, 0)) AS output_tokens,
-    sum(CASE WHEN engine_cached_tokens IS NOT NULL THEN coalesce(input_tokens, 0) ELSE 0 END) AS engine_input_tokens,
-    sum(coalesce(engine_cached_tokens, 0)) AS engine_cached_tokens,
-    sum(CASE WHEN spec_draft_tokens > 0 THEN spec_draft_tokens ELSE 0 END) AS spec_draft_tokens,
-    sum(CASE WHEN spec_draft_tokens > 0 THEN coalesce(spec_accepted_tokens, 0) ELSE 0 END) AS spec_accepted_tokens,
-    sum(CASE WHEN engine_source IS NOT NULL THEN 1 ELSE 0 END) AS engine_rows,
-    sum(CASE WHEN {_ENGINE_DECODE} THEN 1 ELSE 0 END) AS engine_decode_calls,
-    sum(CASE WHEN {_CLIENT_DECODE} THEN 1 ELSE 0 END) AS client_decode_calls,
-    sum(CASE WHEN coalesce(status, 'ok') <> 'error' THEN 1 ELSE 0 END) AS ok_calls
-FROM kc GROUP BY k, {", ".join(CONFIG)}
 )
-SELECT 'config' AS part, sums.*, busy.busy_us"""
+SELECT 'config' AS part, sums.*, coalesce(busy.busy_us, 0) AS busy_us, NULL AS rk
+FROM sums JOIN ids ON ids.ik = sums.k LEFT JOIN busy ON busy.bk = ids.bk
+UNION ALL
+SELECT DISTINCT 'pair' AS part, {key} AS k, {nulls}, {raw_key} AS rk FROM u"""
 
-
-_SUMS = (
-    "calls", "errors", "priced_calls", "spend_usd", "priced_tokens", "input_tokens", "cache_read_tokens",
-    "output_tokens", "engine_input_tokens", "engine_cached_tokens", "spec_draft_tokens", "spec_accepted_tokens",
-    "engine_rows", "engine_decode_calls", "client_decode_calls", "ok_calls", "busy_us",
-)  # fmt: skip
-"""The columns of ``_CONFIGS`` after the configuration's own, in its order."""
+_SUMS = (*_MEASURES, "busy_us")
+"""The columns of a configuration's row after its own."""
 _SAMPLED = (
     ("start_time", "start_time"), ("trace_id", "trace_id"), ("span_id", "span_id"),
     ("CASE WHEN status = 'error' THEN 1 ELSE 0 END", "error"), (_DECODE_TPS, "decode_tps"),
@@ -167,32 +144,98 @@ _SAMPLED = (
     ("spec_draft_tokens", "spec_draft_tokens"), ("spec_accepted_tokens", "spec_accepted_tokens"),
 )  # fmt: skip
 """A sampled call's columns: (expression over ``kc``, name)."""
-_H = f"CAST(hash(start_time) % {_SCALE} AS BIGINT)"
+_H = "CAST(hash({t}) % " + str(_SCALE) + " AS BIGINT)"
+"""A call's sample number ``h`` (``t``: its span id's SQL): a column a store reads as it is, so that a condition on
+it is applied as the calls are read (``hash(start_time)`` goes through ``llm_calls``' conversion of the stored
+nanoseconds: DuckDB read every column of every call before applying it)."""
 
 
-def configs_and_sample(store: ReadStore, filters: Filters, models: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """One read of the selected calls of ``models`` joined with ``engine_calls`` (the store reads the join once: a
-    second read, for the sample alone, cost as much again), giving both
+def _configs(store: ReadStore, filters: Filters, models: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One row per configuration key ``k`` of ``models`` in the selection: its columns, exact sums (counts, tokens,
+    spend) and busy microseconds; and the pairs (``k``, ``rk``: the hash of the configuration's columns as its calls
+    hold them, ``_RAW``) that occur.
 
-    - one row per configuration key ``k``: its columns, exact sums (counts, tokens, spend) and busy microseconds;
-    - the calls a sample may take (``sample``), with ``h`` = ``hash(start_time) % 10^6``: all of a key with at most
-      ``SAMPLE`` calls, else those with ``h`` under ``10^6 * SAMPLE / calls + 1`` of their key: a superset of every
-      configuration's sample after the fold (a folded configuration has at least the calls of each of its keys)."""
-    ctes = _calls_ctes(filters, models)
-    sums = _CONFIGS + ", NULL AS h, " + ", ".join(f"NULL AS s_{n}" for _, n in _SAMPLED)
-    sums += "\nFROM sums JOIN ids ON ids.ik = sums.k JOIN busy ON busy.bk = ids.bk"
-    calls = (
-        f"\nUNION ALL\nSELECT 'call' AS part, k, {', '.join(f'NULL AS {c}' for c in (*CONFIG, *_SUMS))}, {_H} AS h, "
-        + ", ".join(f"{x} AS s_{n}" for x, n in _SAMPLED)
-        + f"\nFROM kc JOIN agg ON agg.ak = kc.k WHERE agg.n <= ? OR {_H} < ? / agg.n + 1"
-    )
-    sql = Sql(ctes.text.rstrip("\n"), ctes.params) + Sql(sums) + Sql(calls, [SAMPLE, _SCALE * SAMPLE])
-    both = frame(store, sql, filters, max_rows=20_000_000)
+    The whole hours are read from ``engine_config_hours`` (and, without a project or an engine or cluster filter,
+    ``engine_config_busy``: every project's calls of a configuration make its busy time), the partial hours at either
+    end call by call; a selection by task, or one without a whole hour, is read call by call."""
+    narrowed = filters.narrowed(model=None)
+    hours = None if by_task(filters) else whole_hours(filters)
+    dims = filters.call_values()
+    kept_busy = hours is not None and filters.project is None and not {"engine", "cluster"} & dims.keys()
+    # the calls read one by one: the edges alone where the roll-ups answer the rest, else every one selected
+    edges = Sql("FALSE") if hours is None else hours.in_edges("c.start_time")
+    scope = call_scope(narrowed, within=edges if kept_busy else None)
+    sql = _kc(scope, models)
+    conds = _in("model", models)
+    own = dict(zip(CALL_CONFIG, _RAW, strict=True))
+    for d, v in dims.items():
+        if d != "model":
+            conds += Sql(f" AND {own[CALL_DIMENSIONS[d]]} = ?", [v])
+    if filters.project is not None:
+        conds += Sql(" AND project = ?", [filters.project])
+    columns = ", ".join((*CONFIG, "call_engine", "call_cluster_id"))
+    measures = ", ".join(e + " AS " + n for n, e in ENGINE_HOUR_MEASURES)
+    per_call = Sql(f"SELECT {columns}, {measures} FROM kc")
+    if hours is not None:
+        kept = Sql(f"SELECT {columns}, {', '.join(_MEASURES)} FROM engine_config_hours WHERE ") + conds
+        kept += Sql(" AND ") + hours.hours("hour")
+        per_call = (
+            kept
+            + Sql(" UNION ALL ")
+            + per_call
+            + (Sql(" WHERE ") + hours.in_edges("start_time") if not kept_busy else Sql(""))
+        )
+    sums = ", ".join(f"sum({n}) AS {n}" if n == "spend_usd" else f"CAST(sum({n}) AS BIGINT) AS {n}" for n in _MEASURES)
+    sql += Sql(",\nu AS (") + per_call + Sql(f"),\nsums AS (SELECT {_key(CONFIG)} AS k, {', '.join(CONFIG)}, {sums} ")
+    sql += Sql(f"FROM u GROUP BY {', '.join(CONFIG)}),\nparts AS (")
+    if kept_busy:
+        assert hours is not None
+        busy_conds = _in("model", models) + Sql("".join(f" AND {CALL_DIMENSIONS[d]} = ?" for d in dims if d != "model"),
+                                                 [v for d, v in dims.items() if d != "model"])  # fmt: skip
+        sql += Sql(f"SELECT {', '.join(CONFIG)}, lo_us AS lo, hi_us AS hi FROM engine_config_busy WHERE ") + busy_conds
+        sql += Sql(" AND ") + hours.hours("hour") + Sql(" UNION ALL ")
+    sql += Sql(f"SELECT {', '.join(CONFIG)}, epoch_us(start_time) AS lo, epoch_us(end_time) AS hi FROM kc ")
+    sql += Sql("WHERE end_time > start_time)")
+    raw_key = _key(_RAW)
+    nulls = ", ".join(f"NULL AS {c}" for c in (*CONFIG, *_SUMS))
+    sql += Sql(_BUSY.format(key=_key(CONFIG), nulls=nulls, raw_key=raw_key))
+    both = frame(store, sql, filters)
     configs = both.filter(pl.col("part") == "config").select("k", *CONFIG, *_SUMS)
     if configs["k"].n_unique() < configs.height:  # two configurations with one 64-bit key: never silently merged
         raise RuntimeError("two deployment configurations share one hash key: the engines question cannot tell them")
-    picked = both.filter(pl.col("part") == "call").select("k", "h", *(pl.col(f"s_{n}").alias(n) for _, n in _SAMPLED))
-    return configs, picked
+    return configs, both.filter(pl.col("part") == "pair").select("k", "rk")
+
+
+def _limit(n: int) -> int:
+    """The ``h`` under which a configuration of ``n`` calls keeps a call in its sample (``sample``), or above."""
+    return _SCALE if n <= SAMPLE else _SCALE * SAMPLE // n + 2
+
+
+def configs_and_sample(store: ReadStore, filters: Filters, models: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Two reads: ``_configs`` (a row per configuration, exact sums and busy time), then the calls a sample may take
+    (``sample``), with ``h`` = ``hash(start_time) % 10^6``: those under a limit no smaller than their configuration's
+    (``10^6 * SAMPLE / calls``; all of a configuration of at most ``SAMPLE`` calls), found by the calls' own columns
+    (``rk``) before any join: a superset of every configuration's sample after the fold (a folded configuration has
+    at least the calls of each of its keys)."""
+    configs, pairs = _configs(store, filters, models)
+    empty = pl.DataFrame(schema={"k": pl.UInt64, "h": pl.Int64, **{n: pl.Null for _, n in _SAMPLED}})
+    if configs.is_empty():
+        return configs, empty
+    limits = {int(k): _limit(int(n)) for k, n in zip(configs["k"], configs["calls"], strict=True)}
+    by_raw: dict[int, int] = {}
+    for k, rk in pairs.iter_rows():
+        by_raw[int(rk)] = max(by_raw.get(int(rk), 0), limits[int(k)])
+    cases = Sql(" ".join("WHEN ? THEN ?" for _ in by_raw), [x for item in by_raw.items() for x in item])
+    raw = _key(tuple(f"c.{c}" for c in CALL_CONFIG))  # (the call's own engine and cluster: ``_RAW``)
+    most = max(by_raw.values())
+    # (a condition of one column first: a store applies it as it reads the calls, before it reads their other columns)
+    pre = Sql(f"{_H.format(t='c.span_id')} < ? AND {_H.format(t='c.span_id')} < CASE {raw} ", [most])
+    pre += cases + Sql(" ELSE 0 END")
+    sql = _kc(call_scope(filters.narrowed(model=None)), models, (pre, most))
+    h = _H.format(t="span_id")
+    sql += Sql(f"\nSELECT k, {h} AS h, " + ", ".join(f"{x} AS s_{n}" for x, n in _SAMPLED) + " FROM kc")
+    picked = frame(store, sql, filters, max_rows=20_000_000)
+    return configs, picked.select("k", "h", *(pl.col(f"s_{n}").alias(n) for _, n in _SAMPLED))
 
 
 def sample(calls: pl.DataFrame, canonical: Mapping[str, str], counts: Mapping[str, int]) -> pl.DataFrame:

@@ -34,12 +34,15 @@ __all__ = [
     "Filters",
     "Sql",
     "UsageError",
+    "WholeHours",
+    "by_task",
     "call_scope",
     "hours_scope",
     "naive_utc",
     "task_scope",
     "utc",
     "utc_text",
+    "whole_hours",
 ]
 
 MIXED = "mixed"
@@ -243,10 +246,17 @@ def _call_conditions(filters: Filters, *, time: bool = True) -> list[Sql]:
     return conds
 
 
-def call_scope(filters: Filters, name: str = "scoped_calls") -> Sql:
+def call_scope(filters: Filters, name: str = "scoped_calls", *, within: Sql | None = None) -> Sql:
     """A CTE (``<name> AS (...)``) of the selected LLM call attempts (``llm_calls`` columns): call dimensions and the
-    time range (the call's start) on the call itself; task dimensions (and ``golden``) through its task."""
-    return Sql(f"{name} AS (SELECT c.* FROM llm_calls AS c WHERE ") + _where(_call_conditions(filters)) + Sql(")")
+    time range (the call's start) on the call itself; task dimensions (and ``golden``) through its task. ``within``:
+    a condition on ``c.start_time`` that replaces the time range."""
+    conds = _call_conditions(filters, time=within is None) + ([within] if within is not None else [])
+    return Sql(f"{name} AS (SELECT c.* FROM llm_calls AS c WHERE ") + _where(conds) + Sql(")")
+
+
+def by_task(filters: Filters) -> bool:
+    """Whether the filters select calls through their task (task dimensions but the project, or ``golden``)."""
+    return bool(_by_task(filters))
 
 
 HOUR_COLUMNS = (
@@ -281,23 +291,54 @@ def hours_scope(filters: Filters, name: str = "scoped_hours", *, grain: Literal[
     def calls(conds: list[Sql]) -> Sql:
         return Sql(f"SELECT {_CALL_AS_HOUR.format(grain=grain)} FROM llm_calls AS c WHERE ") + _where(conds)
 
-    if _by_task(filters) or grain != "hour":
+    hours = None if by_task(filters) or grain != "hour" else whole_hours(filters)
+    if hours is None:
         body = calls(_call_conditions(filters))
         return Sql(f"{name} AS (") + body + Sql(")")
-    dims = _call_conditions(filters, time=False)
+    body = Sql(f"SELECT {HOUR_COLUMNS} FROM llm_call_hours AS c WHERE ") + _where(
+        _call_conditions(filters, time=False) + [hours.hours("c.hour")]
+    )
+    for edge in hours.edges:
+        body += Sql(" UNION ALL ") + calls(_call_conditions(filters.model_copy(update=edge)))
+    return Sql(f"{name} AS (") + body + Sql(")")
+
+
+@dataclass(frozen=True)
+class WholeHours:
+    """The whole hours [lo, hi) of a selection (None: open), which an hourly roll-up answers, and its ``edges``: the
+    partial hours at either end (``since``/``until`` updates of the filters), read call by call."""
+
+    lo: datetime | None
+    hi: datetime | None
+    edges: tuple[dict[str, datetime], ...]
+
+    def hours(self, column: str) -> Sql:
+        """The condition that ``column`` (an hour) is one of the whole hours."""
+        conds = [Sql(f"{column} >= CAST(? AS TIMESTAMP)", [utc_text(self.lo)])] if self.lo is not None else []
+        conds += [Sql(f"{column} < CAST(? AS TIMESTAMP)", [utc_text(self.hi)])] if self.hi is not None else []
+        return _where(conds)
+
+    def in_edges(self, column: str) -> Sql:
+        """The condition that ``column`` (a call's start) is in one of the edges (FALSE: there is none)."""
+        return any_of(
+            Sql(f"{column} >= CAST(? AS TIMESTAMP) AND {column} < CAST(? AS TIMESTAMP)",
+                [utc_text(e["since"]), utc_text(e["until"])])
+            for e in self.edges
+        )  # fmt: skip
+
+
+def whole_hours(filters: Filters) -> WholeHours | None:
+    """The selection's whole hours and its edges (None: it holds no whole hour). Task conditions are the caller's:
+    an hourly roll-up does not know a call's task."""
     since = None if filters.since is None else naive_utc(filters.since)
     until = None if filters.until is None else naive_utc(filters.until)
     lo = None if since is None else (since if since == _floor_hour(since) else _floor_hour(since) + _HOUR)
     hi = None if until is None else _floor_hour(until)
     if lo is not None and hi is not None and lo >= hi:  # no whole hour
-        body = calls(_call_conditions(filters))
-        return Sql(f"{name} AS (") + body + Sql(")")
-    whole = [Sql("c.hour >= CAST(? AS TIMESTAMP)", [utc_text(lo)])] if lo is not None else []
-    whole += [Sql("c.hour < CAST(? AS TIMESTAMP)", [utc_text(hi)])] if hi is not None else []
-    body = Sql(f"SELECT {HOUR_COLUMNS} FROM llm_call_hours AS c WHERE ") + _where(dims + whole)
-    edges = [(since, lo), (hi, until)]
-    for start, end in edges:
-        if start is not None and end is not None and start < end:
-            span = filters.model_copy(update={"since": start, "until": end})
-            body += Sql(" UNION ALL ") + calls(_call_conditions(span))
-    return Sql(f"{name} AS (") + body + Sql(")")
+        return None
+    edges = tuple(
+        {"since": start, "until": end}
+        for start, end in ((since, lo), (hi, until))
+        if start is not None and end is not None and start < end
+    )
+    return WholeHours(lo, hi, edges)

@@ -17,6 +17,10 @@ from taskcost.store._base import (
     StoreLockedError,
     StoreUnavailableError,
 )
+from taskcost.store._engine_columns import CLIENT_DECODE as CLIENT_DECODE_CALL
+from taskcost.store._engine_columns import CONFIG as ENGINE_CONFIG
+from taskcost.store._engine_columns import ENGINE_DECODE as ENGINE_DECODE_CALL
+from taskcost.store._engine_columns import HOUR_MEASURES as ENGINE_HOUR_MEASURES
 from taskcost.store._keys import KEY_KINDS, ApiKey
 
 if TYPE_CHECKING:
@@ -26,11 +30,18 @@ if TYPE_CHECKING:
     from taskcost.store._sandbox import PUBLIC_RELATIONS
     from taskcost.store._spool import ipc_stream
 
-VIEWS = ("llm_calls", "tool_calls", "tasks", "llm_call_hours", "engine_spans", "engine_calls")
+VIEWS = (
+    "llm_calls", "tool_calls", "tasks", "llm_call_hours", "engine_spans", "engine_calls", "engine_call_figures",
+    "engine_config_hours", "engine_config_busy",
+)  # fmt: skip
 """The SQL contract users query (docs/schema.md documents every one)."""
 
 __all__ = [
     "DEFAULT_PROJECT",
+    "CLIENT_DECODE_CALL",
+    "ENGINE_CONFIG",
+    "ENGINE_DECODE_CALL",
+    "ENGINE_HOUR_MEASURES",
     "AllocationDue",
     "KEY_KINDS",
     "PUBLIC_RELATIONS",

@@ -526,8 +526,9 @@ class DuckDBStore(Healing):
         )
 
     def fold_rollups(self, timeout: float | None = 60.0) -> None:
-        """Have the writer fold the task roll-up's delta in now (it does so by itself every ``fold_rows``
-        delta rows, after a re-price, and on close); ``tasks`` is exact either way."""
+        """Have the writer fold the roll-ups' deltas in now (it does so by itself every ``fold_rows`` delta rows,
+        after a re-price, and on close) and settle every dirty hour of the engines question's roll-up (by itself: an
+        hour no commit marked for a minute); the views are exact either way."""
         self.write(empty_batch(), timeout)
 
     def rebuild_rollups(self) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import duckdb
 
+from taskcost.store import _engine_hours
 from taskcost.store._migrations_engine_calls import CALL_ENGINE_COLUMNS, ENGINE_CALL_COLUMNS, ENGINE_SPAN_COLUMNS
 from taskcost.store._sql import count
 
@@ -339,6 +340,10 @@ def _refigure(cur: duckdb.DuckDBPyConnection) -> None:
     )
     matches = f"SELECT * FROM engine_match_rows WHERE call_start_ns BETWEEN {lo} AND {hi} AND {_LIVE}"
     _append(cur, "engine_figure_rows", _figures_sql(calls, matches, "SELECT * FROM llm_call_engine_rows"))
+    # their configuration may change: the engines question's hours of them (taskcost/store/_engine_hours.py)
+    _engine_hours.mark(
+        cur, f"(SELECT start_ns, end_ns FROM llm_call_rows {changed} WHERE start_ns BETWEEN {lo} AND {hi})"
+    )
 
 
 def fold(cur: duckdb.DuckDBPyConnection, fold_rows: int) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import duckdb
 
+from taskcost.store import _engine_hours
 from taskcost.store._answers import MODEL
 from taskcost.store._sql import count
 
@@ -135,6 +136,7 @@ def add_to_hours(cur: duckdb.DuckDBPyConnection, calls: str) -> None:
     ``answered_model``, which the writer sets after: ``_answers``), per key."""
     src = f"(SELECT *, CAST(NULL AS VARCHAR) AS answered_model FROM {calls})"
     cur.execute(f"INSERT INTO call_hours_delta BY NAME {_per_hour(src)}")
+    _engine_hours.mark(cur, calls)  # (and the engines question's hours: taskcost/store/_engine_hours.py)
 
 
 def move_hours(cur: duckdb.DuckDBPyConnection, moves: str) -> None:
@@ -143,6 +145,7 @@ def move_hours(cur: duckdb.DuckDBPyConnection, moves: str) -> None:
     as another moved out of it nets no attempt, but their tokens differ.)"""
     changed = " OR ".join(f"{m} <> 0" for m in HOUR_MEASURES)
     cur.execute(f"INSERT INTO call_hours_delta BY NAME SELECT * FROM ({_per_hour(moves, 'sign')}) WHERE {changed}")
+    _engine_hours.mark(cur, moves)
 
 
 def fold_hours(cur: duckdb.DuckDBPyConnection, fold_rows: int) -> None:

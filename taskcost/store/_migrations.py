@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from taskcost.store import _engine_hours
+from taskcost.store._engine_hours import ENGINE_HOURS_0021
 from taskcost.store._engine_match import ENGINE_MATCH_0020, rebuild
 from taskcost.store._migrations_analytics import analytics_columns_0009, latest_view, task_dimensions_0010
 from taskcost.store._migrations_engine_calls import ENGINE_CALLS_0017
@@ -552,6 +554,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0018_engine_metrics", ENGINE_METRICS),
     Migration("0019_answer_open_tasks", ANSWER_OPEN_TASKS),
     Migration("0020_engine_matches_kept_by_the_writer", ENGINE_MATCH_0020, then=rebuild),
+    Migration("0021_engine_hours_kept_by_the_writer", ENGINE_HOURS_0021, then=_engine_hours.rebuild),
 )
 
 _LEDGER = """

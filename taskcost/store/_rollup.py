@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import duckdb
 
-from taskcost.store import _answers, _dedupe, _engine_match, _hours
+from taskcost.store import _answers, _dedupe, _engine_hours, _engine_match, _hours
 from taskcost.store._dedupe import RESPONSE_KEY
 from taskcost.store._migrations_analytics import TASK_DIMENSIONS
 from taskcost.store._sql import count
@@ -276,3 +276,4 @@ def rebuild(cur: duckdb.DuckDBPyConnection, window: int) -> None:
     )
     _hours.rebuild_hours(cur)
     _engine_match.rebuild(cur)
+    _engine_hours.rebuild(cur)

@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from taskcost.store import _answers, _dedupe, _engine_match, _hours, _rollup
+from taskcost.store import _answers, _dedupe, _engine_hours, _engine_match, _hours, _rollup
 from taskcost.store._base import CommitInfo, StoreBusyError, StoreUnavailableError
 from taskcost.store._engine import engine_message, is_fatal
 from taskcost.store._rows import TABLES, PreparedBatch
@@ -106,6 +106,7 @@ class Writer:
         self._max_queued_s = max_queued_s
         self._rate: float | None = None  # spans a second of commit, over recent commits (see queue_limit)
         self._fold_rows = fold_rows
+        self._settle_at = 0.0  # (monotonic) when the writer next looks for engine hours to settle
         self._queue: queue.Queue[Any] = queue.Queue()  # _Job, _FLUSH, or None (stop)
         self._queued_spans = 0
         self._queue_room = threading.Condition()
@@ -563,6 +564,12 @@ class Writer:
         _rollup.fold(cur, fold_rows)
         _hours.fold_hours(cur, fold_rows)
         _engine_match.fold(cur, fold_rows)
+        # the engines question's hours no commit marked for a while (every one: when asked to fold everything)
+        if not fold_rows:
+            _engine_hours.settle_due(cur, after_s=0, most=0)
+        elif time.monotonic() >= self._settle_at:
+            _engine_hours.settle_due(cur)
+            self._settle_at = time.monotonic() + _engine_hours.SETTLE_CHECK_S
         if seq:  # the spool records up to here are stored: a restart replays what follows
             cur.execute("INSERT INTO spool_commits VALUES (?)", [seq])
         cur.execute("COMMIT")

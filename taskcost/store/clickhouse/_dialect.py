@@ -371,6 +371,9 @@ def _fix(node: exp.Expr) -> exp.Expr:
         if keys is not None:  # CAST(json_extract(d, path) AS JSON[]): the array's elements as JSON texts
             text = exp.Anonymous(this="ifNull", expressions=[_sub(node.this.this), exp.Literal.string("")])
             return exp.Anonymous(this="JSONExtractArrayRaw", expressions=[text, *keys])
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "epoch_us":
+        # DuckDB's microseconds since 1970 of a TIMESTAMP
+        return exp.Anonymous(this="toUnixTimestamp64Micro", expressions=[_sub(e) for e in node.expressions])
     if isinstance(node, exp.Anonymous) and node.name.lower() == "hash":
         # DuckDB's 64-bit hash of its arguments: ClickHouse's sipHash64 of the same (other values: a hash orders or
         # samples rows within one engine's answer, never across engines); of several, their tuple: sipHash64(a, b)

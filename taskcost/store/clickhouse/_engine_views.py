@@ -5,6 +5,7 @@ writers and any arrival order give the same answer."""
 
 from __future__ import annotations
 
+from taskcost.store._engine_columns import CONFIG, HOUR_MEASURES
 from taskcost.store._engine_match import NEAR
 from taskcost.store._migrations_engine_calls import (
     CALL_ENGINE_COLUMNS,
@@ -12,7 +13,7 @@ from taskcost.store._migrations_engine_calls import (
     ENGINE_SPAN_COLUMNS,
 )
 
-__all__ = ["ENGINE_CALL_TABLES", "ENGINE_CALL_VIEWS", "ENGINE_MATCH_NEAR"]
+__all__ = ["ENGINE_CALL_TABLES", "ENGINE_CALL_VIEWS", "ENGINE_MATCH_NEAR", "engine_hour_views"]
 
 ENGINE_CALL_TABLES = {
     "engine_span_rows": list(ENGINE_SPAN_COLUMNS),
@@ -105,3 +106,71 @@ ENGINE_CALL_VIEWS = (_MATCH, _ENGINE_SPANS, _ENGINE_CALLS)
 # an engine span only if it started within an hour of it.
 ENGINE_MATCH_NEAR = _MATCH_VIEW.format(start=", start_ns", near=f" WHERE {NEAR}")
 """The matching view again, a call a candidate only within the hour of the engine span."""
+
+# The engines question's views (the DuckDB store's 0021, taskcost/store/_engine_hours.py, where the writer keeps them):
+# here read from the calls each time. ``engine_call_figures`` is ``engine_calls``' engine part (the WITH above) with
+# the engine span's own engine and cluster, every column Nullable (a call without figures, outer-joined to it, gets
+# NULLs whatever ``join_use_nulls`` says); the two others are written in DuckDB's SQL over the public views, in this
+# store's dialect.
+_WITH, _FROM = _ENGINE_CALLS.split("\nSELECT c.project AS project", 1)[0], _ENGINE_CALLS.split("\nFROM llm_calls", 1)[1]
+_ENGINE_CALL_FIGURES = (
+    _WITH.replace("VIEW engine_calls AS", "VIEW engine_call_figures AS")
+    + f"""
+SELECT c.project AS project, c.trace_id AS trace_id, c.span_id AS span_id,
+    toUnixTimestamp64Micro(c.start_time) * 1000 AS start_ns, x.x_engine AS span_engine,
+    x.x_cluster_id AS span_cluster_id,
+    {", ".join(f"e.{col} AS {col}" for col in ENGINE_CALL_COLUMNS)},
+    toNullable(if(x.call_span_id IS NOT NULL, 'engine_span', 'response')) AS engine_source,
+    x.x_queue_s AS queue_s,
+    coalesce(x.x_prefill_s, e.prefill_s) AS prefill_s,
+    coalesce(x.x_decode_s, e.decode_s) AS decode_s,
+    x.x_ttft_s AS engine_ttft_s,
+    x.x_e2e_s AS engine_e2e_s,
+    coalesce(x.x_cached_tokens, e.cached_tokens) AS engine_cached_tokens,
+    e.spec_draft_tokens AS spec_draft_tokens, e.spec_accepted_tokens AS spec_accepted_tokens
+FROM llm_calls"""
+    + _FROM
+)
+# every counted call with its configuration (engine and cluster: the call's own, else its engine span's)
+_CALLS = (
+    "(SELECT c.project AS project, date_trunc('hour', c.start_time) AS hour, c.start_time AS start_time, "
+    "c.end_time AS end_time, "
+    + ", ".join(
+        f"coalesce(c.{col}, f.span_{col}) AS {col}" if col in ("engine", "cluster_id") else f"c.{col} AS {col}"
+        for col in CONFIG[:9]
+    )
+    + ", "
+    + ", ".join(f"f.{col} AS {col}" for col in CONFIG[9:])
+    + ", c.engine AS call_engine, c.cluster_id AS call_cluster_id, c.status AS status, c.cost_usd AS cost_usd, "
+    "c.input_tokens AS input_tokens, c.output_tokens AS output_tokens, c.cache_read_tokens AS cache_read_tokens, "
+    "c.duration_s AS latency_s, c.ttft_s AS ttft_s, f.engine_source AS engine_source, f.decode_s AS decode_s, "
+    "f.engine_cached_tokens AS engine_cached_tokens, f.spec_draft_tokens AS spec_draft_tokens, "
+    "f.spec_accepted_tokens AS spec_accepted_tokens FROM llm_calls AS c LEFT JOIN engine_call_figures AS f "
+    "ON f.project = c.project AND f.trace_id = c.trace_id AND f.span_id = c.span_id)"
+)
+_KEY = ("project", "hour", *CONFIG, "call_engine", "call_cluster_id")
+# each call's values first (a sum named as a column is what that name means after it, in ClickHouse)
+_VALUES = ", ".join(f"{e} AS m_{n}" for n, e in HOUR_MEASURES)
+_SUMS = ", ".join(
+    f"sum(m_{n}) AS {n}" if n == "spend_usd" else f"CAST(sum(m_{n}) AS BIGINT) AS {n}" for n, _ in HOUR_MEASURES
+)
+_ENGINE_CONFIG_HOURS = (
+    f"SELECT {', '.join(_KEY)}, {_SUMS} FROM (SELECT {', '.join(_KEY)}, {_VALUES} FROM {_CALLS}) "
+    f"GROUP BY {', '.join(_KEY)}"
+)
+_ENGINE_CONFIG_BUSY = (
+    f"SELECT CAST(NULL AS VARCHAR) AS project, hour, {', '.join(CONFIG)}, epoch_us(start_time) AS lo_us, "
+    f"epoch_us(end_time) AS hi_us FROM {_CALLS} WHERE epoch_us(end_time) > epoch_us(start_time)"
+)
+
+
+def engine_hour_views() -> tuple[str, ...]:
+    """Migration 0008's statements: ``engine_call_figures``, then ``engine_config_hours`` and ``engine_config_busy``
+    (a call's interval is a part of its hour: the union is the same)."""
+    from taskcost.store.clickhouse._dialect import to_clickhouse
+
+    return (
+        _ENGINE_CALL_FIGURES,
+        "CREATE OR REPLACE VIEW engine_config_hours AS " + to_clickhouse(_ENGINE_CONFIG_HOURS),
+        "CREATE OR REPLACE VIEW engine_config_busy AS " + to_clickhouse(_ENGINE_CONFIG_BUSY),
+    )

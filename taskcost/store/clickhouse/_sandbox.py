@@ -72,6 +72,9 @@ PUBLIC_RELATIONS = (
     "engine_metrics",
     "engine_spans",
     "engine_calls",
+    "engine_call_figures",
+    "engine_config_hours",
+    "engine_config_busy",
 )
 # Table functions that only generate values from their arguments (no storage, file, network or server state).
 TABLE_FUNCTIONS = frozenset(
