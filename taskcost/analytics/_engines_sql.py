@@ -96,7 +96,7 @@ def _kc(scope: Sql, models: Sequence[str], pre: tuple[Sql, int] | None = None) -
     figures = Sql("engine_call_figures")
     if pre is not None:
         where += Sql(" AND ") + pre[0]
-        figures = Sql(f"(SELECT * FROM engine_call_figures WHERE {_H.format(t='span_id')} < ?)", [pre[1]])
+        figures = Sql(f"(SELECT * FROM engine_call_figures WHERE {_H.format(t='start_ns // 1000')} < ?)", [pre[1]])
     body = (
         Sql(
             f"SELECT {call_cols}, {engine_cols}, c.engine AS call_engine, c.cluster_id AS call_cluster_id, "
@@ -145,9 +145,9 @@ _SAMPLED = (
 )  # fmt: skip
 """A sampled call's columns: (expression over ``kc``, name)."""
 _H = "CAST(hash({t}) % " + str(_SCALE) + " AS BIGINT)"
-"""A call's sample number ``h`` (``t``: its span id's SQL): a column a store reads as it is, so that a condition on
-it is applied as the calls are read (``hash(start_time)`` goes through ``llm_calls``' conversion of the stored
-nanoseconds: DuckDB read every column of every call before applying it)."""
+"""A call's sample number ``h`` (``t``: its start's SQL, in microseconds since 1970: a 64-bit integer in both stores,
+``llm_calls``' ``epoch_us(start_time)``, ``engine_call_figures``' ``start_ns // 1000``; hashing one cost less than
+hashing the span id's text)."""
 
 
 def _configs(store: ReadStore, filters: Filters, models: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -228,11 +228,12 @@ def configs_and_sample(store: ReadStore, filters: Filters, models: Sequence[str]
     cases = Sql(" ".join("WHEN ? THEN ?" for _ in by_raw), [x for item in by_raw.items() for x in item])
     raw = _key(tuple(f"c.{c}" for c in CALL_CONFIG))  # (the call's own engine and cluster: ``_RAW``)
     most = max(by_raw.values())
-    # (a condition of one column first: a store applies it as it reads the calls, before it reads their other columns)
-    pre = Sql(f"{_H.format(t='c.span_id')} < ? AND {_H.format(t='c.span_id')} < CASE {raw} ", [most])
-    pre += cases + Sql(" ELSE 0 END")
+    h = _H.format(t="epoch_us(c.start_time)")
+    # (the configuration's limit looked up only for the calls under the largest: a CASE evaluates a branch for the
+    # rows that reach it, where a store may order the two parts of an AND either way)
+    pre = Sql(f"CASE WHEN {h} < ? THEN {h} < CASE {raw} ", [most]) + cases + Sql(" ELSE 0 END ELSE false END")
     sql = _kc(call_scope(filters.narrowed(model=None)), models, (pre, most))
-    h = _H.format(t="span_id")
+    h = _H.format(t="epoch_us(start_time)")
     sql += Sql(f"\nSELECT k, {h} AS h, " + ", ".join(f"{x} AS s_{n}" for x, n in _SAMPLED) + " FROM kc")
     picked = frame(store, sql, filters, max_rows=20_000_000)
     return configs, picked.select("k", "h", *(pl.col(f"s_{n}").alias(n) for _, n in _SAMPLED))
