@@ -1,4 +1,5 @@
-"""The ``engines`` question's reads: plain SQL over ``llm_calls`` (joined with ``engine_calls``), ``tasks`` and
+"""The ``engines`` question's reads: plain SQL over ``engine_config_hours`` and ``engine_config_busy`` (whole hours),
+``llm_calls`` joined with ``engine_call_figures`` (the hours at either end, and the sampled calls), ``tasks`` and
 ``engine_metrics``, each a few rows per deployment configuration (one row per sampled call for the quantiles).
 
 A configuration is one combination of ``CONFIG`` values; in SQL it is one key ``k``, the 64-bit hash of the values
@@ -6,8 +7,9 @@ A configuration is one combination of ``CONFIG`` values; in SQL it is one key ``
 without topology tags (no engine row: a 429 the engine never saw) can be folded into the one tagged configuration of
 its cluster with the same call tags (``canonical``): the sample is keyed by that folded key ``kk``.
 
-Dialect notes for another store: ``hash(start_time)`` samples (ClickHouse: ``sipHash64``), ``date_diff`` and the
-running ``max(end_time) OVER (...)`` measure busy time as ``breakeven`` does, ``lag`` takes counter differences.
+Dialect notes for another store: ``hash(epoch_us(start_time))`` samples (ClickHouse: ``sipHash64`` of
+``toUnixTimestamp64Micro``), a running ``max(hi) OVER (...)`` measures busy time as ``breakeven`` does, ``lag`` takes
+counter differences.
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ _MEASURES = tuple(n for n, _ in ENGINE_HOUR_MEASURES)
 
 SAMPLE = 10_000
 """Each configuration's quantiles and intervals come from at most about this many of its calls: all of them below, a
-deterministic sample above (``hash(start_time) % 10^6`` under the configuration's fraction, as the canary's)."""
+deterministic sample above (``h``, the hash of the call's start in microseconds % 10^6, under the configuration's
+fraction, as the canary's)."""
 _SCALE = 1_000_000
 
 _ENGINE_DECODE, _CLIENT_DECODE = ENGINE_DECODE_CALL, CLIENT_DECODE_CALL
@@ -213,7 +216,7 @@ def _limit(n: int) -> int:
 
 def configs_and_sample(store: ReadStore, filters: Filters, models: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Two reads: ``_configs`` (a row per configuration, exact sums and busy time), then the calls a sample may take
-    (``sample``), with ``h`` = ``hash(start_time) % 10^6``: those under a limit no smaller than their configuration's
+    (``sample``), with ``h`` (``_H``): those under a limit no smaller than their configuration's
     (``10^6 * SAMPLE / calls``; all of a configuration of at most ``SAMPLE`` calls), found by the calls' own columns
     (``rk``) before any join: a superset of every configuration's sample after the fold (a folded configuration has
     at least the calls of each of its keys)."""
