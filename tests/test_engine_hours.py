@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from taskcost.normalize import normalize_request
-from taskcost.store import ENGINE_CONFIG, ENGINE_HOUR_MEASURES, DuckDBStore, prepare_batch
+from taskcost.store import ENGINE_CONFIG, ENGINE_HOUR_MEASURES, DuckDBStore, _engine_hours, prepare_batch
 from tests.interop.otlp import T0, S, request
 
 _HOUR_MS = 3_600_000
@@ -196,3 +196,25 @@ def test_an_hours_parts_that_calls_of_other_hours_overlap_stay_apart(tmp_path: P
             [hours[1]],
         ).rows
         assert kept == [(3_000_000, 5_000_000), (20_000_000, 22_000_000), (3_590_000_000, 3_605_000_000)]
+
+
+def test_the_writer_settles_the_hours_no_commit_marked_for_a_while(tmp_path: Path, monkeypatch: Any) -> None:
+    """Without ``fold_rollups``: a commit settles the dirty hours whose last mark is old enough, oldest first, a few
+    at a time (here: at once, one per commit); the others stay dirty, and the views are the calls either way."""
+    monkeypatch.setattr(_engine_hours, "SETTLE_AFTER_S", 0.0)
+    monkeypatch.setattr(_engine_hours, "SETTLE_CHECK_S", 0.0)
+    monkeypatch.setattr(_engine_hours, "SETTLE_PER_COMMIT", 1)
+    spans = [_plain(101, 0, 1_000), _plain(102, _NEXT + 1_000, 1_000), _plain(103, _NEXT + _HOUR_MS + 1_000, 1_000)]
+    with DuckDBStore.open(tmp_path / "w.duckdb") as store:
+        store.write(prepare_batch(normalize_request(request(*spans)), 1))
+        hours = sorted(r[0] for r in store.query("SELECT DISTINCT hour FROM engine_config_hours").rows)
+        dirty = "SELECT DISTINCT hour FROM engine_hours_dirty ORDER BY 1"
+        settled = "SELECT DISTINCT hour FROM engine_hour_rows ORDER BY 1"
+        assert len(hours) == 3
+        assert [r[0] for r in store.admin_query(settled).rows] == hours[:1]
+        assert [r[0] for r in store.admin_query(dirty).rows] == hours[1:]
+        assert _hours(store) == sorted(store.query(_PER_CALL).rows, key=repr)
+        store.write(prepare_batch(normalize_request(request(_plain(104, 2_000, 10))), 2))  # T0's hour marked again
+        assert [r[0] for r in store.admin_query(settled).rows] == hours[:1]  # settled again, the oldest
+        assert [r[0] for r in store.admin_query(dirty).rows] == hours[1:]
+        assert _hours(store) == sorted(store.query(_PER_CALL).rows, key=repr)

@@ -568,7 +568,7 @@ class Writer:
         if not fold_rows:
             _engine_hours.settle_due(cur, after_s=0, most=0)
         elif time.monotonic() >= self._settle_at:
-            _engine_hours.settle_due(cur)
+            _engine_hours.settle_due(cur, _engine_hours.SETTLE_AFTER_S, _engine_hours.SETTLE_PER_COMMIT)
             self._settle_at = time.monotonic() + _engine_hours.SETTLE_CHECK_S
         if seq:  # the spool records up to here are stored: a restart replays what follows
             cur.execute("INSERT INTO spool_commits VALUES (?)", [seq])
