@@ -11,6 +11,7 @@ DuckDB file, some hours settled between commits and some not.
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -200,9 +201,10 @@ def test_an_hours_parts_that_calls_of_other_hours_overlap_stay_apart(tmp_path: P
 
 def test_the_writer_settles_the_hours_no_commit_marked_for_a_while(tmp_path: Path, monkeypatch: Any) -> None:
     """Without ``fold_rollups``: a commit settles the dirty hours whose last mark is old enough, oldest first, a few
-    at a time (here: at once, one per commit); the others stay dirty, and the views are the calls either way."""
+    at a time (here: at once, one); the others stay dirty, and the views are the calls either way. The writer looks
+    again only ``SETTLE_CHECK_S`` later (here: not in this test), nor settles anything idle before then."""
     monkeypatch.setattr(_engine_hours, "SETTLE_AFTER_S", 0.0)
-    monkeypatch.setattr(_engine_hours, "SETTLE_CHECK_S", 0.0)
+    monkeypatch.setattr(_engine_hours, "SETTLE_CHECK_S", 1_000.0)
     monkeypatch.setattr(_engine_hours, "SETTLE_PER_COMMIT", 1)
     spans = [_plain(101, 0, 1_000), _plain(102, _NEXT + 1_000, 1_000), _plain(103, _NEXT + _HOUR_MS + 1_000, 1_000)]
     with DuckDBStore.open(tmp_path / "w.duckdb") as store:
@@ -215,6 +217,21 @@ def test_the_writer_settles_the_hours_no_commit_marked_for_a_while(tmp_path: Pat
         assert [r[0] for r in store.admin_query(dirty).rows] == hours[1:]
         assert _hours(store) == sorted(store.query(_PER_CALL).rows, key=repr)
         store.write(prepare_batch(normalize_request(request(_plain(104, 2_000, 10))), 2))  # T0's hour marked again
-        assert [r[0] for r in store.admin_query(settled).rows] == hours[:1]  # settled again, the oldest
-        assert [r[0] for r in store.admin_query(dirty).rows] == hours[1:]
+        assert [r[0] for r in store.admin_query(settled).rows] == hours[:1]  # its rows stale: read from the calls
+        assert [r[0] for r in store.admin_query(dirty).rows] == hours
+        assert _hours(store) == sorted(store.query(_PER_CALL).rows, key=repr)
+
+
+def test_an_idle_writer_settles_the_hours_itself(tmp_path: Path, monkeypatch: Any) -> None:
+    """No commit after the last one: the writer settles its hours once they are due, in a transaction of its own."""
+    monkeypatch.setattr(_engine_hours, "SETTLE_AFTER_S", 0.3)
+    monkeypatch.setattr(_engine_hours, "SETTLE_CHECK_S", 0.05)
+    with DuckDBStore.open(tmp_path / "i.duckdb") as store:
+        store.write(prepare_batch(normalize_request(request(_plain(101, 0, 1_000), _plain(102, _NEXT, 10))), 1))
+        assert store.admin_query("SELECT count(DISTINCT hour) FROM engine_hours_dirty").rows == [(2,)]
+        deadline = time.monotonic() + 10
+        while store.admin_query("SELECT count(*) FROM engine_hours_dirty").rows != [(0,)]:
+            assert time.monotonic() < deadline, "the idle writer settled nothing"
+            time.sleep(0.05)
+        assert store.admin_query("SELECT count(DISTINCT hour) FROM engine_hour_rows").rows == [(2,)]
         assert _hours(store) == sorted(store.query(_PER_CALL).rows, key=repr)
