@@ -13,8 +13,9 @@ Settled hours, dirty hours:
   ``engine_hours_dirty``): a commit's calls, a resolved answer or a re-price moving a call (``_hours``), an engine
   span or record changing a call's figures (``_engine_match``). The public views read a dirty hour from the calls,
   a settled one from the rows: they equal the calls at every commit.
-* The writer settles the hours no commit marked for ``SETTLE_AFTER_S`` (``settle_due``; a hour still being written
-  to stays dirty, and costs its readers its calls); ``fold_rollups`` settles every dirty hour at once.
+* The writer settles the hours no commit marked for ``SETTLE_AFTER_S`` (``settle_due``, in a commit or, idle, on its
+  own; an hour still being written to stays dirty, and costs its readers its calls); ``fold_rollups`` settles every
+  dirty hour at once.
 
 The union of a configuration's call intervals in an hour is kept as few parts as the answer needs, not as one per
 call (calls of a lightly used configuration rarely overlap: the union has about as many pieces as calls). The busy
