@@ -50,6 +50,7 @@ __all__ = [
     "SETTLE_CHECK_S",
     "mark",
     "rebuild",
+    "settle_alone",
     "settle_due",
 ]
 
@@ -244,6 +245,15 @@ def settle_due(cur: duckdb.DuckDBPyConnection, after_s: float = SETTLE_AFTER_S, 
         _settle(cur)
         cur.execute(f"DROP TABLE {_SETTLE}")
     return len(due)
+
+
+def settle_alone(cur: duckdb.DuckDBPyConnection) -> bool:
+    """``settle_due`` in a transaction of its own (an idle writer's); True when no hour stays dirty."""
+    cur.execute("BEGIN TRANSACTION")
+    settle_due(cur, SETTLE_AFTER_S, SETTLE_PER_COMMIT)
+    left = cur.execute("SELECT count(*) FROM engine_hours_dirty").fetchone()
+    cur.execute("COMMIT")
+    return not (left and left[0])
 
 
 CHUNK_CALLS = 100_000

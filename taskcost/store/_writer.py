@@ -300,11 +300,7 @@ class Writer:
     def _settle_idle(self, cur: duckdb.DuckDBPyConnection) -> None:
         """Settle what is due in a transaction of its own; an error leaves the hours dirty until the next commit."""
         try:
-            cur.execute("BEGIN TRANSACTION")
-            _engine_hours.settle_due(cur, _engine_hours.SETTLE_AFTER_S, _engine_hours.SETTLE_PER_COMMIT)
-            left = cur.execute("SELECT count(*) FROM engine_hours_dirty").fetchone()
-            cur.execute("COMMIT")
-            self._settled_idle = not (left and left[0])
+            self._settled_idle = _engine_hours.settle_alone(cur)
         except duckdb.Error:
             log.exception("could not settle the engines question's hours; they stay dirty until the next commit")
             with contextlib.suppress(duckdb.Error):

@@ -59,6 +59,14 @@ FROM engine_span_rows AS s FINAL
 LEFT JOIN engine_span_match AS m ON m.project = s.project AND m.trace_id = s.trace_id AND m.span_id = s.span_id"""
 
 _X = ("engine", "cluster_id", "queue_s", "prefill_s", "decode_s", "ttft_s", "e2e_s", "cached_tokens")
+# a call's engine figures: its engine span's (x), else its own record's (e)
+_FIGURES = """    x.x_queue_s AS queue_s,
+    coalesce(x.x_prefill_s, e.prefill_s) AS prefill_s,
+    coalesce(x.x_decode_s, e.decode_s) AS decode_s,
+    x.x_ttft_s AS engine_ttft_s,
+    x.x_e2e_s AS engine_e2e_s,
+    coalesce(x.x_cached_tokens, e.cached_tokens) AS engine_cached_tokens,
+    e.spec_draft_tokens AS spec_draft_tokens, e.spec_accepted_tokens AS spec_accepted_tokens"""
 _ENGINE_CALLS = f"""CREATE OR REPLACE VIEW engine_calls AS
 WITH
 e AS (SELECT * FROM llm_call_engine_rows FINAL),
@@ -85,13 +93,7 @@ SELECT c.project AS project, c.trace_id AS trace_id, c.span_id AS span_id, c.tas
     c.input_tokens AS input_tokens, c.output_tokens AS output_tokens, c.cache_read_tokens AS cache_read_tokens,
     c.duration_s AS latency_s, c.ttft_s AS ttft_s,
     if(x.call_span_id IS NOT NULL, 'engine_span', 'response') AS engine_source,
-    x.x_queue_s AS queue_s,
-    coalesce(x.x_prefill_s, e.prefill_s) AS prefill_s,
-    coalesce(x.x_decode_s, e.decode_s) AS decode_s,
-    x.x_ttft_s AS engine_ttft_s,
-    x.x_e2e_s AS engine_e2e_s,
-    coalesce(x.x_cached_tokens, e.cached_tokens) AS engine_cached_tokens,
-    e.spec_draft_tokens AS spec_draft_tokens, e.spec_accepted_tokens AS spec_accepted_tokens,
+{_FIGURES},
     c.duration_s - x.x_e2e_s AS client_overhead_s,
     c.cost_usd AS cost_usd
 FROM llm_calls AS c
@@ -121,13 +123,7 @@ SELECT c.project AS project, c.trace_id AS trace_id, c.span_id AS span_id,
     x.x_cluster_id AS span_cluster_id,
     {", ".join(f"e.{col} AS {col}" for col in ENGINE_CALL_COLUMNS)},
     toNullable(if(x.call_span_id IS NOT NULL, 'engine_span', 'response')) AS engine_source,
-    x.x_queue_s AS queue_s,
-    coalesce(x.x_prefill_s, e.prefill_s) AS prefill_s,
-    coalesce(x.x_decode_s, e.decode_s) AS decode_s,
-    x.x_ttft_s AS engine_ttft_s,
-    x.x_e2e_s AS engine_e2e_s,
-    coalesce(x.x_cached_tokens, e.cached_tokens) AS engine_cached_tokens,
-    e.spec_draft_tokens AS spec_draft_tokens, e.spec_accepted_tokens AS spec_accepted_tokens
+{_FIGURES}
 FROM llm_calls"""
     + _FROM
 )
