@@ -36,6 +36,8 @@ NULL, so a reader limited to one project sees none of it (the question reads tha
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 
 import duckdb
@@ -50,9 +52,11 @@ __all__ = [
     "SETTLE_CHECK_S",
     "mark",
     "rebuild",
-    "settle_alone",
+    "Settler",
     "settle_due",
 ]
+
+log = logging.getLogger("taskcost.store")
 
 HOUR_KEY = ("project", "hour", *CONFIG, "call_engine", "call_cluster_id")
 """``engine_config_hours``' key: the project, the hour of the calls' start, the configuration, and the calls' own
@@ -247,13 +251,45 @@ def settle_due(cur: duckdb.DuckDBPyConnection, after_s: float = SETTLE_AFTER_S, 
     return len(due)
 
 
-def settle_alone(cur: duckdb.DuckDBPyConnection) -> bool:
-    """``settle_due`` in a transaction of its own (an idle writer's); True when no hour stays dirty."""
-    cur.execute("BEGIN TRANSACTION")
-    settle_due(cur, SETTLE_AFTER_S, SETTLE_PER_COMMIT)
-    left = cur.execute("SELECT count(*) FROM engine_hours_dirty").fetchone()
-    cur.execute("COMMIT")
-    return not (left and left[0])
+class Settler:
+    """When the single writer settles (its state; it calls ``after_commit`` in each commit's transaction and, when its
+    queue stays empty for ``idle_wait()`` seconds, ``when_idle`` on its own cursor)."""
+
+    def __init__(self) -> None:
+        self._check_at = 0.0  # (monotonic) when a commit next looks for hours to settle
+        self._last_commit = time.monotonic()
+        self._idle_done = False  # no hour left dirty since the last commit: the idle writer just waits for work
+
+    def after_commit(self, cur: duckdb.DuckDBPyConnection, everything: bool) -> None:
+        """In a commit's transaction: every dirty hour (``everything``: the writer folds all now), else those due, at
+        most every ``SETTLE_CHECK_S``."""
+        if everything:
+            settle_due(cur, after_s=0, most=0)
+        elif time.monotonic() >= self._check_at:
+            settle_due(cur, SETTLE_AFTER_S, SETTLE_PER_COMMIT)
+            self._check_at = time.monotonic() + SETTLE_CHECK_S
+        self._last_commit, self._idle_done = time.monotonic(), False
+
+    def idle_wait(self) -> float | None:
+        """How long the idle writer waits for work before ``when_idle``: ``SETTLE_AFTER_S`` after the last commit
+        (then every ``SETTLE_CHECK_S`` while hours stay dirty); None: no hour is (until a commit)."""
+        if self._idle_done:
+            return None
+        return max(self._last_commit + SETTLE_AFTER_S - time.monotonic(), SETTLE_CHECK_S, 0.01)
+
+    def when_idle(self, cur: duckdb.DuckDBPyConnection) -> None:
+        """``settle_due`` in a transaction of its own; an error leaves the hours dirty until the next commit."""
+        try:
+            cur.execute("BEGIN TRANSACTION")
+            settle_due(cur, SETTLE_AFTER_S, SETTLE_PER_COMMIT)
+            left = cur.execute("SELECT count(*) FROM engine_hours_dirty").fetchone()
+            cur.execute("COMMIT")
+            self._idle_done = not (left and left[0])
+        except duckdb.Error:
+            log.exception("could not settle the engines question's hours; they stay dirty until the next commit")
+            with contextlib.suppress(duckdb.Error):
+                cur.execute("ROLLBACK")
+            self._idle_done = True
 
 
 CHUNK_CALLS = 100_000

@@ -106,9 +106,7 @@ class Writer:
         self._max_queued_s = max_queued_s
         self._rate: float | None = None  # spans a second of commit, over recent commits (see queue_limit)
         self._fold_rows = fold_rows
-        self._settle_at = 0.0  # (monotonic) when the writer next looks for engine hours to settle
-        self._last_commit = time.monotonic()
-        self._settled_idle = False  # no engine hour left dirty since the last commit: the idle writer waits for work
+        self._settler = _engine_hours.Settler()  # when the engines question's hours are settled
         self._queue: queue.Queue[Any] = queue.Queue()  # _Job, _FLUSH, or None (stop)
         self._queued_spans = 0
         self._queue_room = threading.Condition()
@@ -243,9 +241,9 @@ class Writer:
         try:
             while True:
                 try:
-                    job = self._queue.get(timeout=self._idle_wait())
+                    job = self._queue.get(timeout=None if self._fatal else self._settler.idle_wait())
                 except queue.Empty:  # idle, with engine hours to settle: no commit will come to do it
-                    self._settle_idle(cur)
+                    self._settler.when_idle(cur)
                     continue
                 if job is None:
                     return
@@ -288,24 +286,6 @@ class Writer:
                     return
         finally:
             cur.close()
-
-    def _idle_wait(self) -> float | None:
-        """How long the idle writer waits before it settles the engines question's hours itself: ``SETTLE_AFTER_S``
-        after the last commit (then every ``SETTLE_CHECK_S`` while some stay dirty); None: none is (till a commit)."""
-        if self._settled_idle or self._fatal:
-            return None
-        due = self._last_commit + _engine_hours.SETTLE_AFTER_S - time.monotonic()
-        return max(due, _engine_hours.SETTLE_CHECK_S, 0.01)
-
-    def _settle_idle(self, cur: duckdb.DuckDBPyConnection) -> None:
-        """Settle what is due in a transaction of its own; an error leaves the hours dirty until the next commit."""
-        try:
-            self._settled_idle = _engine_hours.settle_alone(cur)
-        except duckdb.Error:
-            log.exception("could not settle the engines question's hours; they stay dirty until the next commit")
-            with contextlib.suppress(duckdb.Error):
-                cur.execute("ROLLBACK")
-            self._settled_idle = True
 
     def _table(self, batch: PreparedBatch, table: str) -> pa.Table | None:
         """A batch's rows of ``table`` as Arrow (None: none)."""
@@ -589,12 +569,7 @@ class Writer:
         _hours.fold_hours(cur, fold_rows)
         _engine_match.fold(cur, fold_rows)
         # the engines question's hours no commit marked for a while (every one: when asked to fold everything)
-        if not fold_rows:
-            _engine_hours.settle_due(cur, after_s=0, most=0)
-        elif time.monotonic() >= self._settle_at:
-            _engine_hours.settle_due(cur, _engine_hours.SETTLE_AFTER_S, _engine_hours.SETTLE_PER_COMMIT)
-            self._settle_at = time.monotonic() + _engine_hours.SETTLE_CHECK_S
-        self._last_commit, self._settled_idle = time.monotonic(), False
+        self._settler.after_commit(cur, everything=not fold_rows)
         if seq:  # the spool records up to here are stored: a restart replays what follows
             cur.execute("INSERT INTO spool_commits VALUES (?)", [seq])
         cur.execute("COMMIT")
