@@ -5,7 +5,7 @@ writers and any arrival order give the same answer."""
 
 from __future__ import annotations
 
-from taskcost.store._engine_columns import CONFIG, HOUR_MEASURES
+from taskcost.store._engine_columns import CALL_CONFIG, CONFIG, HOUR_MEASURES
 from taskcost.store._engine_match import NEAR
 from taskcost.store._migrations_engine_calls import (
     CALL_ENGINE_COLUMNS,
@@ -133,10 +133,10 @@ _CALLS = (
     "c.end_time AS end_time, "
     + ", ".join(
         f"coalesce(c.{col}, f.span_{col}) AS {col}" if col in ("engine", "cluster_id") else f"c.{col} AS {col}"
-        for col in CONFIG[:9]
+        for col in CALL_CONFIG
     )
     + ", "
-    + ", ".join(f"f.{col} AS {col}" for col in CONFIG[9:])
+    + ", ".join(f"f.{col} AS {col}" for col in ENGINE_CALL_COLUMNS)
     + ", c.engine AS call_engine, c.cluster_id AS call_cluster_id, c.status AS status, c.cost_usd AS cost_usd, "
     "c.input_tokens AS input_tokens, c.output_tokens AS output_tokens, c.cache_read_tokens AS cache_read_tokens, "
     "c.duration_s AS latency_s, c.ttft_s AS ttft_s, f.engine_source AS engine_source, f.decode_s AS decode_s, "
