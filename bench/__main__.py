@@ -296,6 +296,7 @@ def _mix_lines(mixes: list[Any], default: str) -> list[str]:
 def _ingest_lines(quick: bool, senders: int, ingest_runs: int) -> list[str]:
     from bench.ingest import CEILING_SPANS, run_ingest
     from bench.traffic import DEFAULT_MIX, MIXES
+    from taskcost.collector._decoders import GC_THRESHOLD
     from taskcost.settings import Settings
 
     defaults = Settings()  # the collector's defaults on this machine (env and config file included)
@@ -344,7 +345,8 @@ def _ingest_lines(quick: bool, senders: int, ingest_runs: int) -> list[str]:
         " same bodies (gunzipped first where they are compressed) and reading the keys the normaliser needs: each"
         " span's ids, times, status and attributes (and each resource's attributes) as dicts; the whole normaliser"
         f" (decode + normalise) is its own row. Both are measured on the run's first {CEILING_SPANS:,} spans, median"
-        " of 5; the sustained runs skip them (no row shows them).",
+        " of 5, with a decode worker's garbage-collector settings (what was loaded frozen, thresholds"
+        f" {', '.join(map(str, GC_THRESHOLD))}); the sustained runs skip them (no row shows them).",
         "",
         "| figure | value | target | |",
         "|---|---|---|---|",

@@ -26,3 +26,28 @@ def test_a_partial_run_keeps_the_other_sections_marked_with_the_run_that_measure
     assert third == (
         "# Benchmark results\n\nRun 3\n\n## Ingest\n\ni3\n\n## Queries\n\n(Kept from the earlier run: Run 1)\n\nq1"
     )
+
+
+def test_the_ceilings_run_as_a_decode_worker_collects_and_leave_the_process_as_it_was() -> None:
+    import gc
+
+    from bench.ingest import ceilings
+    from bench.traffic import bodies
+    from taskcost.collector._decoders import GC_THRESHOLD
+
+    seen: list[tuple[int, int, int]] = []
+    gc.callbacks.append(lambda phase, info: seen.append(gc.get_threshold()) if phase == "start" else None)
+    before = gc.get_threshold()
+    try:
+        figures = ceilings(bodies(2_000), repeats=1)
+    finally:
+        gc.callbacks.pop()
+    assert GC_THRESHOLD in seen  # the passes ran under the workers' thresholds...
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0  # ...and the process is as it was
+    assert figures.keys_spans_per_s > figures.normalise_spans_per_s > 0
+    assert figures.normalise_cpu_us_per_span > 0 and set(figures.steps) == {
+        "decode",
+        "normalise",
+        "price and lay out",
+        "Arrow tables",
+    }

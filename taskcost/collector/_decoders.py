@@ -40,7 +40,7 @@ from taskcost.normalize import DecodedTooLarge
 from taskcost.settings import Settings
 from taskcost.store import PreparedBatch, ipc_stream
 
-__all__ = ["DecodePool", "DecodersUnavailable"]
+__all__ = ["GC_THRESHOLD", "DecodePool", "DecodersUnavailable"]
 
 log = logging.getLogger("taskcost.collector")
 
@@ -51,6 +51,10 @@ class DecodersUnavailable(RuntimeError):
 
 # -- in the worker process -----------------------------------------------------------------------------------------
 _worker: tuple[Intake, dict[str, pa.Schema]] | None = None
+# A request allocates hundreds of thousands of short-lived, acyclic objects (freed by reference counting); at Python's
+# default thresholds the cyclic collector would rescan them every 700 allocations. A worker keeps what is loaded out of
+# its sight (gc.freeze) and runs it this much less often (the bench measures the normaliser the same way).
+GC_THRESHOLD = (20_000, 20, 20)
 
 
 def _exit_with(server: int) -> None:
@@ -78,12 +82,9 @@ def _init(settings: Settings, schemas: dict[str, pa.Schema], parent: int) -> Non
     use_system_allocator()
     # the same rules and prices as the serving process: built from the same settings, rebuilt when their files change
     _worker = (intake_from_settings(settings), schemas)
-    # A request allocates hundreds of thousands of short-lived, acyclic objects (freed by reference counting);
-    # the cyclic collector would rescan them every 700 allocations. Keep what is loaded out of its sight and let it
-    # run less often.
     gc.collect()
     gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
+    gc.set_threshold(*GC_THRESHOLD)
     # what a first request loads and reserves (Arrow's IPC writer reserves its pool's arena, about 1 GiB of address
     # space it barely touches) is part of the worker, not of a request: decode one span before measuring
     if schemas:
