@@ -8,6 +8,7 @@ the normaliser's own CPU time per span over requests decoded beforehand."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing as mp
 import os
@@ -18,6 +19,7 @@ import tempfile
 import threading
 import time
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,80 +107,74 @@ def _read_keys(req: Any) -> None:
                 attributes_dict(span.attributes)
 
 
-def ceilings(sample: list[Body], repeats: int = 5) -> Ceilings:
-    """The same-run ceiling (decode + read the keys), decode + normalise, and the normaliser's CPU time per span
-    over ``sample``, each pass once per repeat (interleaved, so that the machine's load weighs on all three alike);
-    and each step a decode worker takes, alone (``steps``). All with a decode worker's settings of the cyclic garbage
-    collector (what was loaded frozen, its thresholds), and nothing of one pass kept into the next: at Python's
-    defaults the collector rescans every object alive, this process's included, and the figures were about half
-    again as high as a worker's."""
+@contextlib.contextmanager
+def _collecting_as_a_worker() -> Iterator[None]:
+    """Python's cyclic garbage collector set as a decode worker sets it (what was loaded frozen, its thresholds), and
+    set back after."""
     from taskcost.collector._decoders import GC_THRESHOLD
-    from taskcost.store import DuckDBStore
 
-    decoded = [_decoder(b.content_type)(_plain(b)) for b in sample]
-    with tempfile.TemporaryDirectory() as tmp, DuckDBStore.open(Path(tmp) / "s.duckdb") as store:
-        schemas = store.arrow_schemas
-    keys, full, cpu = [], [], []
-    steps: dict[str, list[float]] = {"decode": [], "normalise": [], "price and lay out": [], "Arrow tables": []}
     threshold = gc.get_threshold()
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLD)
     try:
-        _passes(sample, decoded, schemas, repeats, keys, full, cpu, steps)
+        yield
     finally:
         gc.set_threshold(*threshold)
         gc.unfreeze()
+
+
+def ceilings(sample: list[Body], repeats: int = 5) -> Ceilings:
+    """The same-run ceiling (decode + read the keys), decode + normalise, and the normaliser's CPU time per span
+    over ``sample``, each pass once per repeat (interleaved, so that the machine's load weighs on all three alike);
+    and each step a decode worker takes, alone (``steps``). All as a decode worker collects garbage, and nothing of
+    one pass kept into the next: at Python's defaults the collector rescans every object alive, this process's
+    included, and the figures were about half again as high as a worker's."""
+    from taskcost.normalize import normalize_request
+    from taskcost.store import DuckDBStore
+    from taskcost.store._rows import prepare_batch, typed_tables
+
+    n = sum(b.spans for b in sample)
+    decoded = [_decoder(b.content_type)(_plain(b)) for b in sample]
+    with tempfile.TemporaryDirectory() as tmp, DuckDBStore.open(Path(tmp) / "s.duckdb") as store:
+        schemas = store.arrow_schemas
+    keys, full, cpu = [], [], []
+    steps: dict[str, list[float]] = {"decode": [], "normalise": [], "price and lay out": [], "Arrow tables": []}
+    with _collecting_as_a_worker():
+        for _ in range(repeats):
+            t = time.perf_counter()
+            for body in sample:
+                _read_keys(_decoder(body.content_type)(_plain(body)))
+            keys.append(n / (time.perf_counter() - t))
+            t = time.perf_counter()
+            for body in sample:
+                normalize_request(_decoder(body.content_type)(_plain(body)))
+            full.append(n / (time.perf_counter() - t))
+            c = time.process_time()
+            for req in decoded:
+                normalize_request(req)
+            cpu.append((time.process_time() - c) / n * 1e6)
+            c = time.process_time()
+            for body in sample:
+                _decoder(body.content_type)(_plain(body))
+            steps["decode"].append((time.process_time() - c) / n * 1e6)
+            c = time.process_time()
+            batches = [normalize_request(req) for req in decoded]
+            steps["normalise"].append((time.process_time() - c) / n * 1e6)
+            c = time.process_time()
+            prepared = [prepare_batch(b, time.time_ns()) for b in batches]
+            steps["price and lay out"].append((time.process_time() - c) / n * 1e6)
+            c = time.process_time()
+            for p in prepared:
+                typed_tables(p, schemas)
+            steps["Arrow tables"].append((time.process_time() - c) / n * 1e6)
+            del batches, prepared  # a worker keeps no request's records past it
     return Ceilings(
         statistics.median(keys),
         statistics.median(full),
         statistics.median(cpu),
         {k: statistics.median(v) for k, v in steps.items()},
     )
-
-
-def _passes(
-    sample: list[Body],
-    decoded: list[Any],
-    schemas: dict[str, Any],
-    repeats: int,
-    keys: list[float],
-    full: list[float],
-    cpu: list[float],
-    steps: dict[str, list[float]],
-) -> None:
-    from taskcost.normalize import normalize_request
-    from taskcost.store._rows import prepare_batch, typed_tables
-
-    n = sum(b.spans for b in sample)
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for body in sample:
-            _read_keys(_decoder(body.content_type)(_plain(body)))
-        keys.append(n / (time.perf_counter() - t))
-        t = time.perf_counter()
-        for body in sample:
-            normalize_request(_decoder(body.content_type)(_plain(body)))
-        full.append(n / (time.perf_counter() - t))
-        c = time.process_time()
-        for req in decoded:
-            normalize_request(req)
-        cpu.append((time.process_time() - c) / n * 1e6)
-        c = time.process_time()
-        for body in sample:
-            _decoder(body.content_type)(_plain(body))
-        steps["decode"].append((time.process_time() - c) / n * 1e6)
-        c = time.process_time()
-        batches = [normalize_request(req) for req in decoded]
-        steps["normalise"].append((time.process_time() - c) / n * 1e6)
-        c = time.process_time()
-        prepared = [prepare_batch(b, time.time_ns()) for b in batches]
-        steps["price and lay out"].append((time.process_time() - c) / n * 1e6)
-        c = time.process_time()
-        for p in prepared:
-            typed_tables(p, schemas)
-        steps["Arrow tables"].append((time.process_time() - c) / n * 1e6)
-        del batches, prepared  # a worker keeps no request's records past it
 
 
 def _stat(pid: int) -> list[str]:
