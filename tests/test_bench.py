@@ -1,6 +1,9 @@
-"""The bench's memory profile: its steps are code in strings, which nothing else would notice rotting."""
+"""The bench's own code: its memory profile's steps (code in strings, which nothing else would notice rotting), how a
+partial run keeps the other sections, and the conditions its ceilings are measured under."""
 
 from __future__ import annotations
+
+import pytest
 
 from bench.memory import SERVER_STEPS, WORKER_STEPS, startup_steps
 
@@ -28,22 +31,27 @@ def test_a_partial_run_keeps_the_other_sections_marked_with_the_run_that_measure
     )
 
 
-def test_the_ceilings_run_as_a_decode_worker_collects_and_leave_the_process_as_it_was() -> None:
+def test_the_ceilings_run_as_a_decode_worker_collects_and_leave_the_process_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import gc
 
-    from bench.ingest import ceilings
+    import bench.ingest
     from bench.traffic import bodies
     from taskcost.collector._decoders import GC_THRESHOLD
 
-    seen: list[tuple[int, int, int]] = []
-    gc.callbacks.append(lambda phase, info: seen.append(gc.get_threshold()) if phase == "start" else None)
-    before = gc.get_threshold()
-    try:
-        figures = ceilings(bodies(2_000), repeats=1)
-    finally:
-        gc.callbacks.pop()
-    assert GC_THRESHOLD in seen  # the passes ran under the workers' thresholds...
-    assert gc.get_threshold() == before and gc.get_freeze_count() == 0  # ...and the process is as it was
+    read_keys = bench.ingest._read_keys
+    during: list[tuple[tuple[int, int, int], int]] = []
+
+    def watched(req: object) -> None:
+        during.append((gc.get_threshold(), gc.get_freeze_count()))
+        read_keys(req)
+
+    monkeypatch.setattr(bench.ingest, "_read_keys", watched)
+    before = gc.get_threshold(), gc.get_freeze_count()
+    figures = bench.ingest.ceilings(bodies(1_000), repeats=1)
+    assert during and all(threshold == GC_THRESHOLD and frozen > 0 for threshold, frozen in during)
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before  # the process is as it was
     assert figures.keys_spans_per_s > figures.normalise_spans_per_s > 0
     assert figures.normalise_cpu_us_per_span > 0 and set(figures.steps) == {
         "decode",
