@@ -52,7 +52,8 @@ def test_the_ceilings_run_as_a_decode_worker_collects_and_leave_the_process_as_i
     figures = bench.ingest.ceilings(bodies(1_000), repeats=1)
     assert during and all(threshold == GC_THRESHOLD and frozen > 0 for threshold, frozen in during)
     assert (gc.get_threshold(), gc.get_freeze_count()) == before  # the process is as it was
-    assert figures.keys_spans_per_s > figures.normalise_spans_per_s > 0
+    # (figures only, no comparison of speeds: the suite's other processes share the cores)
+    assert figures.keys_spans_per_s > 0 and figures.normalise_spans_per_s > 0
     assert figures.normalise_cpu_us_per_span > 0 and set(figures.steps) == {
         "decode",
         "normalise",
