@@ -110,10 +110,11 @@ def _read_keys(req: Any) -> None:
 @contextlib.contextmanager
 def _collecting_as_a_worker() -> Iterator[None]:
     """Python's cyclic garbage collector set as a decode worker sets it (what was loaded frozen, its thresholds), and
-    set back after."""
+    set back after. Objects someone else froze before stay frozen (``unfreeze`` cannot tell them apart): then what
+    this froze stays frozen with them."""
     from taskcost.collector._decoders import GC_THRESHOLD
 
-    threshold = gc.get_threshold()
+    threshold, frozen_before = gc.get_threshold(), gc.get_freeze_count()
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLD)
@@ -121,7 +122,8 @@ def _collecting_as_a_worker() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*threshold)
-        gc.unfreeze()
+        if not frozen_before:
+            gc.unfreeze()
 
 
 def ceilings(sample: list[Body], repeats: int = 5) -> Ceilings:
