@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from taskcost.app import create_app
 from taskcost.settings import Settings
-from taskcost.store import DuckDBStore
+from taskcost.store import DuckDBStore, QueryError
 from tests.builders.dash import menu_options, page_render
 from tests.conftest import free_port, start_server, stop_server
 from tests.otlp_samples import sample_request
@@ -296,3 +297,30 @@ def test_the_servers_memory_stays_bounded_under_big_value_queries(tmp_path: Path
     # byte limits, these queries took it to 4.3 GB. Measured here: about 910 MB with one thread, 1,210 with two.
     assert one < 1000, f"the server peaked at {one} MB with one DuckDB thread"
     assert two - one < 500, f"a second DuckDB thread added {two - one} MB ({one} -> {two})"
+
+
+def test_a_limit_that_stops_the_check_is_named_not_called_a_parse_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watchdog may interrupt a query while the sandbox is still checking its text (a query that begins while
+    memory another one freed is still resident): the answer names the memory limit, which a caller may retry, and
+    not a parse error, which it may not. The real watchdog re-interrupts the marked query every 10 ms while DuckDB
+    parses a text of 200,000 select items (about half a second)."""
+    store = DuckDBStore.open(tmp_path / "w.duckdb")
+    try:
+        watchdog = store._watchdog
+        watch = watchdog.watch
+
+        def watched_past_the_limit(cursor: Any, timeout_s: float) -> Any:
+            w = watch(cursor, timeout_s)
+            w.interrupt("memory", 1)  # what the watchdog's loop does once the process passes sql_memory_limit
+            return w
+
+        monkeypatch.setattr(watchdog, "watch", watched_past_the_limit)
+        with pytest.raises(QueryError, match="server's memory passed sql_memory_limit") as caught:
+            store.query("SELECT " + ",".join(["1"] * 200_000))
+        assert "parse" not in str(caught.value)
+        monkeypatch.undo()
+        assert store.query("SELECT count(*) FROM tasks").rows == [(0,)]
+    finally:
+        store.close()

@@ -101,6 +101,9 @@ MAX_TREE_DEPTH = 400
 _PREPARED_KEPT = 512  # checked renderings kept (by SQL text); all are dropped when full
 _IDLE_PER_PROJECT = 4  # idle cursors kept per project (about the queries a dashboard page asks at once)
 _IDLE_PROJECTS = 16  # projects with idle cursors; the first one kept is dropped for another beyond that
+# A check's own query stopped by a limit (the watchdog's interrupt, the engine's memory) is not the text's fault:
+# it goes up to the caller, which says which limit stopped it (DuckDBStore._sandboxed)
+_STOPPED = (duckdb.InterruptException, duckdb.OutOfMemoryException)
 _TOO_DEEP = f"the query is nested too deeply (at most {MAX_TREE_DEPTH} levels of its parse tree)"
 
 _QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
@@ -139,6 +142,8 @@ _EXPRESSIONS = frozenset(
 def _serialize(cur: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
     try:
         text = cur.execute("SELECT system.main.json_serialize_sql(?)", [sql]).fetchall()[0][0]
+    except _STOPPED:
+        raise
     except duckdb.Error as exc:
         raise QueryError(f"SQL does not parse: {exc}") from None
     try:
@@ -235,6 +240,8 @@ class Sandbox:
         guard_sizes(first, template)
         try:
             rendered = cur.execute("SELECT system.main.json_deserialize_sql(?)", [json.dumps(first)]).fetchall()[0][0]
+        except _STOPPED:
+            raise
         except (duckdb.Error, RecursionError) as exc:
             if "nesting depth" in str(exc):
                 raise QueryError(_TOO_DEEP) from None
