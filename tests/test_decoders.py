@@ -91,17 +91,21 @@ def test_bad_bodies_get_the_same_errors(apps: dict[str, Any]) -> None:
         assert len(answers[0].content) > 10
 
 
-def _workers() -> list[int]:
-    """This process's decode workers, alive: the children of its fork server (the child that runs it)."""
+def _workers(decoders: Any) -> list[int]:
+    """The decode workers of ``decoders``'s current pool that are alive: children of this process's fork server (the
+    child that runs it) that the pool started. (The fork server lives as long as this process: another test's app
+    in it may have left workers of its own there.)"""
+    pool = decoders._pool
+    mine = set(pool._processes or {}) if pool is not None else set()
     servers = [p for p in _children(os.getpid()) if b"forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()]
-    return [p for s in servers for p in _children(s) if _alive(p)]
+    return [p for s in servers for p in _children(s) if p in mine and _alive(p)]
 
 
 def test_a_dead_worker_fails_only_what_it_held_and_is_replaced(apps: dict[str, Any]) -> None:
     client, store, decoders = apps["worker"]
     body = json.dumps(to_otlp_json(sample_request())).encode()  # JSON: errors come back as JSON
     assert client.post("/v1/traces", content=body, headers=JS).status_code == 200
-    (pid,) = _workers()
+    (pid,) = _workers(decoders)
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
     statuses = []
@@ -113,10 +117,34 @@ def test_a_dead_worker_fails_only_what_it_held_and_is_replaced(apps: dict[str, A
         assert r.status_code == 503 and r.headers["Retry-After"]
         assert "nothing of it was kept" in r.json()["message"]
     assert statuses[0] == 503 and statuses[-1] == 200, statuses  # the request it held failed; the next pool took over
-    assert _workers() and pid not in _workers()
+    assert _workers(decoders) and pid not in _workers(decoders)
     # the same spans twice (before and after the death): stored once
     n = store.admin_query("SELECT count(*) FROM spans").rows[0][0]
     assert n == len(sample_request().resource_spans[0].scope_spans[0].spans)
+
+
+def test_the_pool_stops_with_the_apps_lifespan(tmp_path: Path) -> None:
+    """An app that started its decode workers (on its first request) stops them when its lifespan ends: an app made
+    with create_app and served by anything but `taskcost serve` leaves no process behind. Served again (another
+    lifespan of the same app), it starts new ones; closed, it refuses with a 503 that says why."""
+    settings = Settings(db=tmp_path / "l.duckdb", decode_workers=1)
+    with DuckDBStore.open(settings.db) as store:
+        app = create_app(settings, store, dashboards=False)
+        decoders = app.state.decoders
+        pids = []
+        for _ in range(2):
+            with TestClient(app) as client:
+                sent = client.post("/v1/traces", content=sample_request().SerializeToString(), headers=PB)
+                assert sent.status_code == 200
+                pids += _workers(decoders)
+            assert decoders._pool is None and not any(_alive(p) for p in pids)
+        assert len(set(pids)) == 2  # one worker each time
+        spans = len(sample_request().resource_spans[0].scope_spans[0].spans)  # (new ids in each sample)
+        assert store.admin_query("SELECT count(*) FROM spans").rows[0][0] == 2 * spans
+        decoders.close()
+        with TestClient(app, raise_server_exceptions=False) as client:
+            refused = client.post("/v1/traces", content=sample_request().SerializeToString(), headers=PB)
+        assert refused.status_code == 503 and "stopping" in refused.text
 
 
 def _grpc_export(endpoint: str, body: bytes) -> grpc.RpcError | None:
@@ -133,7 +161,7 @@ def test_grpc_is_decoded_by_the_workers_too(apps: dict[str, Any]) -> None:
     """Given the app's pool, the gRPC receiver decodes in its worker (the pool starts with the first gRPC call): the
     same rows as HTTP decoded in-process; a dead worker is UNAVAILABLE with a RetryInfo, and the next call lands."""
     _, store, decoders = apps["worker"]
-    assert _workers() == []  # nothing has used the pool yet
+    assert decoders._pool is None  # nothing has used the pool yet
     receiver = start_grpc_server(store, Settings(db=store.path, grpc_port=free_port()), decoders=decoders)
     assert receiver is not None
     endpoint = f"127.0.0.1:{receiver.port}"
@@ -142,7 +170,7 @@ def test_grpc_is_decoded_by_the_workers_too(apps: dict[str, Any]) -> None:
         for body in bodies:
             assert _grpc_export(endpoint, body) is None
             assert apps["inproc"][0].post("/v1/traces", content=body, headers=PB).status_code == 200
-        (pid,) = _workers()  # the gRPC calls started the worker
+        (pid,) = _workers(decoders)  # the gRPC calls started the worker
         for table in ("spans", "llm_call_rows", "tool_call_rows", "task_rows"):
             rows = [apps[name][1].admin_query(_COMPARED.format(table=table)).rows for name in ("inproc", "worker")]
             assert rows[0] == rows[1], table
@@ -161,7 +189,7 @@ def test_grpc_is_decoded_by_the_workers_too(apps: dict[str, Any]) -> None:
             trailers = dict(err.trailing_metadata() or ())
             assert error_details_pb2.RetryInfo.FromString(trailers[RETRY_INFO_TRAILER]).retry_delay.seconds > 0
         assert errors and err is None, errors  # the call the dead worker held failed; the next pool took it
-        assert _workers() and pid not in _workers()
+        assert _workers(decoders) and pid not in _workers(decoders)
     finally:
         receiver.stop(1)
     added = store.admin_query("SELECT count(*) FROM spans").rows[0][0] - before

@@ -46,10 +46,12 @@ def create_app(
     rules and the pricing source, built once by the caller and shared with the gRPC receiver (None: from
     ``settings``); ``app.state.intake`` holds it. ``admin_token``
     (else ``settings.admin_token``) enables key management over HTTP. With ``settings.decode_workers`` > 0,
-    ``app.state.decoders`` is the decode pool: start it with ``.start()`` and stop it with ``.close()`` (it starts
-    by itself on the first request otherwise). ``app.state.cluster_allocation`` allocates the self-hosted clusters'
-    windows once they have ended (``allocate_clusters``): it starts with the app's lifespan and stops before the
-    caller's ``lifespan`` ends (which may close the store); its ``status()`` is in /readyz.
+    ``app.state.decoders`` is the decode pool: start it with ``.start()`` (it starts by itself on the first request
+    otherwise); the end of the app's lifespan stops its workers, after the caller's ``lifespan`` (the next request
+    starts them again; ``.close()`` stops them for good, and is what an app used without its lifespan needs).
+    ``app.state.cluster_allocation`` allocates the self-hosted clusters' windows once they have ended
+    (``allocate_clusters``): it starts with the app's lifespan and stops before the caller's ``lifespan`` ends
+    (which may close the store); its ``status()`` is in /readyz.
     ``app.state.engine_scraper`` scrapes the ``engine_scrape`` targets (a thread, from the app's start to its stop,
     when there are any). ``app.state.auth`` says whether a key is required (the ``auth`` setting and the store's
     keys: ``AuthPolicy``). A request body is read only after the caller's key was checked, and only up to
@@ -70,6 +72,8 @@ def create_app(
     @contextlib.asynccontextmanager
     async def allocating(app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
+            if decoders is not None:  # last: the caller's lifespan may stop receivers that still decode with it
+                stack.callback(decoders.stop)
             if lifespan is not None:
                 await stack.enter_async_context(lifespan(app))
             allocation.start()

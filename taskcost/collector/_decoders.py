@@ -248,9 +248,17 @@ class DecodePool:
         self._discard(pool)
         return DecodersUnavailable("the decode worker holding this request died; nothing of it was kept")
 
+    def stop(self) -> None:
+        """Stop the workers (the end of an app's lifespan); the next request starts them again."""
+        self._shut(final=False)
+
     def close(self) -> None:
+        """Stop the workers for good: a request after this is DecodersUnavailable (the server is stopping)."""
+        self._shut(final=True)
+
+    def _shut(self, final: bool) -> None:
         with self._lock:
-            self._closed = True
+            self._closed = self._closed or final
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
