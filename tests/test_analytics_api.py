@@ -17,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from taskcost.analytics import QUESTIONS, Filters
+from taskcost.analytics._stats import MAX_CONFIDENCE
 from taskcost.app import create_app
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
@@ -118,6 +119,22 @@ def test_the_http_answer_is_the_librarys(keyed: Any, db: Path, name: str) -> Non
     client, secrets, store = keyed
     r = client.get(f"/api/analytics/{name}", params=PARAMS[name], headers={"Authorization": f"Bearer {secrets['p2']}"})
     assert r.json() == json.loads(json.dumps(_ask(store, name, PARAMS[name], "p2")))
+
+
+@pytest.mark.parametrize("name", sorted(n for n, q in QUESTIONS.items() if "confidence" in q.options.model_fields))
+def test_every_confidence_the_options_take_is_answered(keyed: Any, name: str) -> None:
+    """Found by the fuzzer: confidence=0.9999999999999999 passed ``< 1`` but made the interval's quantile
+    0.5 + 0.9999999999999999 / 2, which is 1.0 in floating point: a 500. The top of the range is answered; anything
+    above it is a 422 that names the option."""
+    client, secrets, _ = keyed
+    auth = {"Authorization": f"Bearer {secrets['p1']}"}
+    top = QUESTIONS[name].options.model_fields["confidence"]
+    assert {type(m).__name__: m for m in top.metadata}["Le"].le == MAX_CONFIDENCE
+    r = client.get(f"/api/analytics/{name}", params={**PARAMS[name], "confidence": str(MAX_CONFIDENCE)}, headers=auth)
+    assert r.status_code == 200 and r.json()["question"] == name, r.text  # (an infinite bound is no JSON)
+    for above in ("0.9999999999999999", "0.9999991", "1"):
+        r = client.get(f"/api/analytics/{name}", params={**PARAMS[name], "confidence": above}, headers=auth)
+        assert r.status_code == 422 and "confidence" in r.json()["message"], r.text
 
 
 def test_without_a_key_or_with_bad_parameters_the_error_shape(keyed: Any) -> None:

@@ -42,7 +42,7 @@ from taskcost.analytics._canary_stats import (
 )
 from taskcost.analytics._filters import CALL_DIMENSIONS, Filters, utc_text
 from taskcost.analytics._question import Options, Question, UsageError
-from taskcost.analytics._stats import BOOTSTRAP_RESAMPLES, Interval, difference_ci, micro_usd
+from taskcost.analytics._stats import BOOTSTRAP_RESAMPLES, MAX_CONFIDENCE, Interval, difference_ci, micro_usd
 from taskcost.store import ReadStore
 
 __all__ = ["QUESTION", "CanaryAnswer", "CanaryOptions", "canary"]
@@ -70,7 +70,7 @@ class CanaryOptions(Options):
     dimension: Dimension | None = Field(None, description="What differs between the arms (required).")
     baseline: str | None = Field(None, description="The dimension's value of the baseline arm (required).")
     candidate: str | None = Field(None, description="The dimension's value of the candidate arm (required).")
-    confidence: float = Field(0.95, gt=0.5, lt=1.0, description="Two-sided confidence of every interval.")
+    confidence: float = Field(0.95, gt=0.5, le=MAX_CONFIDENCE, description="Two-sided confidence of every interval.")
     critical: str = Field(
         "error_rate,task_success_rate,cost_per_completed_task",
         description="Comma-separated metrics whose 'worse' always fails, and whose lack of data is never ignored.",

@@ -61,7 +61,7 @@ from taskcost.analytics._groups import OTHER, Top, fold_note, max_groups_option,
 from taskcost.analytics._idle import idle_notes, read_bills
 from taskcost.analytics._question import Options, Question
 from taskcost.analytics._rates import model_rates
-from taskcost.analytics._stats import Interval, micro_usd, wilson_ci
+from taskcost.analytics._stats import MAX_CONFIDENCE, Interval, micro_usd, wilson_ci
 from taskcost.analytics._waste import (
     COUNTS,
     SAMPLE_ATTEMPTS,
@@ -105,7 +105,7 @@ class CostOptions(Options):
     bucket: Bucket | None = Field(
         None, description="A time series: one row per minute, hour, day or week (UTC) of the tasks' start."
     )
-    confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the intervals.")
+    confidence: float = Field(0.95, gt=0, le=MAX_CONFIDENCE, description="Confidence level of the intervals.")
     exact: bool = Field(
         False,
         description=f"Measure retries and cache misses on every completed task. Without it, above {SAMPLE_ATTEMPTS:,} "

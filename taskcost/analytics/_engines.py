@@ -31,7 +31,7 @@ from taskcost.analytics._engines_words import compare, labels, pairs, speculatio
 from taskcost.analytics._filters import Filters, Sql
 from taskcost.analytics._idle import UNKNOWN_NOTE, read_bills
 from taskcost.analytics._question import Options, Question
-from taskcost.analytics._stats import BOOTSTRAP_RESAMPLES
+from taskcost.analytics._stats import BOOTSTRAP_RESAMPLES, MAX_CONFIDENCE
 from taskcost.store import ReadStore
 
 __all__ = ["QUESTION", "EnginesAnswer", "EnginesOptions", "engines"]
@@ -47,7 +47,7 @@ class EnginesOptions(Options):
         20, ge=1, le=1_000_000_000, description="Rank only configurations with at least this many call attempts (the "
         "others say how many more they need).",
     )  # fmt: skip
-    confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence level of every interval.")
+    confidence: float = Field(0.95, gt=0.5, le=MAX_CONFIDENCE, description="Confidence level of every interval.")
 
 
 _CI = ("_low", "_high")

@@ -37,7 +37,7 @@ from taskcost.analytics._filters import CALL_DIMENSIONS, MIXED, Filters, Sql, an
 from taskcost.analytics._groups import OTHER, Top, capped, fold_note, max_groups_option, top_values, unranked
 from taskcost.analytics._idle import UNKNOWN_NOTE, group_idle
 from taskcost.analytics._question import Options, Question
-from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, Interval, micro_usd, ratio_ci, wilson_ci
+from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, MAX_CONFIDENCE, Interval, micro_usd, ratio_ci, wilson_ci
 from taskcost.analytics._waste import task_order
 from taskcost.pricing import format_usd
 from taskcost.store import ReadStore
@@ -52,7 +52,10 @@ class PerTokenOptions(Options):
         "model", description="What to rank: each model, provider or inference engine."
     )
     confidence: float = Field(
-        0.95, gt=0, lt=1, description="Confidence level of the interval of $/completed task (and of the success rate)."
+        0.95,
+        gt=0,
+        le=MAX_CONFIDENCE,
+        description="Confidence level of the interval of $/completed task (and of the success rate).",
     )
     min_completed: int = Field(
         1,

@@ -23,6 +23,7 @@ __all__ = [
     "normal_cdf",
     "normal_ppf",
     "BOOTSTRAP_MAX_UNITS",
+    "MAX_CONFIDENCE",
     "BOOTSTRAP_RESAMPLES",
     "SEED",
     "Interval",
@@ -37,6 +38,9 @@ __all__ = [
 
 
 _NORMAL = NormalDist()
+# The highest confidence level a question takes: the two-sided quantile 0.5 + level/2 must stay below 1 in floating
+# point (0.9999999999999999 rounds it to 1.0, where the normal quantile is infinite).
+MAX_CONFIDENCE = 0.999999
 
 
 def normal_ppf(p: float) -> float:
