@@ -46,6 +46,21 @@ def run(page: Any, sql: str, *, keys: bool = False) -> None:
     settle(page)
 
 
+def _drawn(page: Any, kind: str) -> dict[str, Any]:
+    """The quick chart's first trace once plotly.js has drawn one of ``kind``: it draws after Dash's answer (and loads
+    its bundle on first use), so a settled page may not show it yet on a busy machine. Times out otherwise."""
+    page.wait_for_function(
+        """kind => {
+            const plot = document.querySelector('#sql-graph .js-plotly-plot');
+            return !!(plot && plot.data && plot.data.length && plot.data[0].type === kind);
+        }""",
+        arg=kind,
+        timeout=30_000,
+    )
+    trace: dict[str, Any] = page.evaluate("() => document.querySelector('#sql-graph .js-plotly-plot').data[0]")
+    return trace
+
+
 def test_a_query_run_shows_what_the_api_answers_and_lands_in_the_url(page: Any, demo_server: Server) -> None:
     open_page(page, demo_server, "/sql")
     run(page, TASKS_BY_KIND)
@@ -57,14 +72,13 @@ def test_a_query_run_shows_what_the_api_answers_and_lands_in_the_url(page: Any, 
     assert "q=SELECT+kind" in page.url
 
     # the quick chart: a bar per kind, its heights the counts
-    fig = page.evaluate("() => document.querySelector('#sql-graph .js-plotly-plot').data[0]")
-    assert fig["type"] == "bar"
+    fig = _drawn(page, "bar")
     assert fig["x"] == [r[0] for r in api["rows"]] and fig["y"] == [r[1] for r in api["rows"]]
     shot(page, "sql", wide_tables=True)
     page.locator("#sql-chart-kind").get_by_text("line").click()
     settle(page)
-    fig = page.evaluate("() => document.querySelector('#sql-graph .js-plotly-plot').data[0]")
-    assert fig["type"] == "scatter" and fig["y"] == [r[1] for r in api["rows"]]
+    fig = _drawn(page, "scatter")
+    assert fig["y"] == [r[1] for r in api["rows"]]
 
     # the URL alone brings it back (a shared link)
     page.goto(page.url)
