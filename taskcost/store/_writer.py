@@ -555,10 +555,13 @@ class Writer:
         if spans is not None:
             cur.register("_taskcost_spans", spans)
             # the commit's new keys, staged once: not in the dedupe window, and each once (a span repeated
-            # within the commit is stored once)
+            # within the commit is stored once). An anti join, not NOT IN: NOT IN's NULL rule (no key passes
+            # when the window holds a NULL) made DuckDB hash the whole window for every commit, 3-4x the time
+            # (79 against 25 ms for 20k spans against 1.5M keys; a key is never NULL, so the answer is the same)
             cur.execute(
-                f"CREATE OR REPLACE TEMP TABLE _taskcost_new AS SELECT DISTINCT {_dedupe.span_key()} AS k "
-                f"FROM _taskcost_spans WHERE k NOT IN {_dedupe.seen('span_keys')}"
+                f"CREATE OR REPLACE TEMP TABLE _taskcost_new AS SELECT DISTINCT k FROM "
+                f"(SELECT {_dedupe.span_key()} AS k FROM _taskcost_spans) ANTI JOIN {_dedupe.seen('span_keys')} "
+                "USING (k)"
             )
             new = count(cur, "INSERT INTO span_keys SELECT k FROM _taskcost_new")
             cur.unregister("_taskcost_spans")
