@@ -384,7 +384,7 @@ def run_ingest(
                 "--port",
                 str(port),
                 "--grpc-port",
-                str(grpc_port),  # the dashboards stay mounted, as `taskcost serve` runs by default
+                str(grpc_port),  # the dashboards stay mounted (and are opened below), as `taskcost serve` runs
                 *(["--store", f"chdb://{Path(tmp) / 'ch'}"] if clickhouse else []),
             ],
             stdout=subprocess.DEVNULL,
@@ -405,6 +405,9 @@ def run_ingest(
                         break
                 except httpx.HTTPError:
                     time.sleep(0.1)
+            # the dashboards opened once, as while someone watches them: the server builds them on the first request
+            # (a collector nobody opens them on never does), and their memory is the collector's from then on
+            httpx.get(f"{url}/dash/", timeout=120).raise_for_status()
             workers_n = decode_workers if decode_workers is not None else Settings().decode_workers  # env, file too
             # + the resource tracker and the fork server the workers are forked from
             idle = _idle_rss_mb(proc.pid, 1 + workers_n + (2 if workers_n else 0))

@@ -35,10 +35,10 @@ SERVER_STEPS: list[tuple[str, str]] = [
         "memory_limit=s.server_memory_limit(), threads=s.server_duckdb_threads())",
     ),
     (
-        "the app, dashboards mounted, and the OTLP/gRPC receiver",
+        "the app, its dashboards built (as the first visit builds them), and the OTLP/gRPC receiver",
         "from taskcost.app import create_app; from taskcost.collector import start_grpc_server; "
         "import socket; sock = socket.socket(); sock.bind(('127.0.0.1', 0)); port = sock.getsockname()[1]; "
-        "sock.close(); app = create_app(s, store, dashboards=True); "
+        "sock.close(); app = create_app(s, store, dashboards=True); app.state.dashboards.built(); "
         "g = start_grpc_server(store, s.model_copy(update={'grpc_port': port}))",
     ),
 ]

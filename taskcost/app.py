@@ -5,6 +5,7 @@ dashboards do not know the store or the collector; ``taskcost serve`` builds the
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, RedirectResponse
+from starlette.concurrency import run_in_threadpool
 
 from taskcost._analytics_api import analytics_router
 from taskcost.collector import (
@@ -63,6 +65,28 @@ class _ReadKeyGate:
             await JSONResponse(error_body(exc.status, message), exc.status, headers=challenge)(scope, receive, send)
             return
         await self.app({**scope, CALLER_PROJECT: caller.project}, receive, send)
+
+
+class _BuiltOnFirstUse:
+    """An ASGI app made by ``build`` when the first request reaches it (on a worker thread: building is blocking
+    work), then kept. The dashboards are mounted this way: building them imports Dash and its components and lays
+    out every page, about a second of CPU and 35 MB, which a server nobody opens the dashboards of never spends (the
+    collector starts that much sooner). A build that fails fails that request (500) and is tried again by the next."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._lock = threading.Lock()
+        self.app: Any = None
+
+    def built(self) -> Any:
+        with self._lock:
+            if self.app is None:
+                self.app = self._build()
+            return self.app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        app = self.app if self.app is not None else await run_in_threadpool(self.built)
+        await app(scope, receive, send)
 
 
 class _GatedReads:
@@ -189,18 +213,20 @@ def create_app(
     auth = app.state.auth
     app.include_router(analytics_router(store, app.state.sql_gate, admin_token or settings.admin_token, auth))
     if dashboards:
-        from a2wsgi import WSGIMiddleware
+        gated, health = _GatedReads(store, app.state.sql_gate), _server_figures(app, settings, store)
 
-        from dashboards import create_dash_app
+        def build() -> Any:
+            from a2wsgi import WSGIMiddleware
 
-        token = admin_token or settings.admin_token
-        dash_app = create_dash_app(
-            _GatedReads(store, app.state.sql_gate),
-            caller_scope_key=CALLER_PROJECT,
-            health=_server_figures(app, settings, store),
-            requests_pathname_prefix="/dash/",
-        )
+            from dashboards import create_dash_app
+
+            dash_app = create_dash_app(
+                gated, caller_scope_key=CALLER_PROJECT, health=health, requests_pathname_prefix="/dash/"
+            )
+            return WSGIMiddleware(dash_app.server)
+
+        dash = _BuiltOnFirstUse(build)
         app.add_api_route("/dash", lambda: RedirectResponse("/dash/"), include_in_schema=False)
-        app.mount("/dash", _ReadKeyGate(WSGIMiddleware(dash_app.server), auth, token))  # type: ignore[arg-type]
-        app.state.dash_app = dash_app
+        app.mount("/dash", _ReadKeyGate(dash, auth, admin_token or settings.admin_token))  # type: ignore[arg-type]
+        app.state.dashboards = dash  # (``dash.built()`` builds them now)
     return app

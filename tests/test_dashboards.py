@@ -66,6 +66,44 @@ def test_dash_is_served_under_its_prefix(dash_client: TestClient) -> None:
     assert layout.status_code == 200 and '"Overview"' in layout.text
 
 
+
+def test_the_dashboards_are_built_by_the_first_request_that_reaches_them(dash_client: TestClient) -> None:
+    """Not at start: a server whose dashboards nobody opens never builds them. The first request to reach them (here a
+    callback, before any page) builds them once, and answers."""
+    dashboards = dash_client.app.state.dashboards  # type: ignore[attr-defined]
+    assert dash_client.get("/healthz").status_code == 200
+    assert dashboards.app is None
+    badge = _update(dash_client, [("tc-demo-badge", "children")], [("_pages_location", "pathname", "/dash/")])
+    built = dashboards.app
+    assert built is not None and badge == {"tc-demo-badge": {"children": None}}  # real data: no DEMO badge
+    assert dash_client.get("/dash/").status_code == 200 and dashboards.app is built
+
+
+def test_a_build_that_fails_fails_its_request_and_the_next_one_tries_again() -> None:
+    from taskcost.app import _BuiltOnFirstUse
+
+    calls: list[int] = []
+
+    async def hello(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"built"})
+
+    def build() -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("first build fails")
+        return hello
+
+    from starlette.applications import Starlette
+
+    outer = Starlette()
+    outer.mount("/x", _BuiltOnFirstUse(build))  # type: ignore[arg-type]
+    with TestClient(outer, raise_server_exceptions=False) as c:
+        assert c.get("/x/").status_code == 500
+        assert c.get("/x/").text == "built"
+        assert c.get("/x/").text == "built"
+    assert len(calls) == 2
+
 COST_CARDS = [c for c in CARDS if c != "cache"]
 HEADLINE = [
     ("overview-message", "children"),
