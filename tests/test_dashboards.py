@@ -66,7 +66,6 @@ def test_dash_is_served_under_its_prefix(dash_client: TestClient) -> None:
     assert layout.status_code == 200 and '"Overview"' in layout.text
 
 
-
 def test_the_dashboards_are_built_by_the_first_request_that_reaches_them(dash_client: TestClient) -> None:
     """Not at start: a server whose dashboards nobody opens never builds them. The first request to reach them (here a
     callback, before any page) builds them once, and answers."""
@@ -103,6 +102,7 @@ def test_a_build_that_fails_fails_its_request_and_the_next_one_tries_again() -> 
         assert c.get("/x/").text == "built"
         assert c.get("/x/").text == "built"
     assert len(calls) == 2
+
 
 COST_CARDS = [c for c in CARDS if c != "cache"]
 HEADLINE = [
