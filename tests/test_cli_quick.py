@@ -197,7 +197,7 @@ def _command_lines(draw: st.DrawFn) -> tuple[list[str], str]:
     return [name, *(t for p in order for t in p)], draw(st.sampled_from(["arg", "env", "file", "db"]))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_command_lines())
 def test_when_the_quick_path_answers_it_is_the_full_commands_answer(served: Served, line: Any) -> None:
     argv, where = line

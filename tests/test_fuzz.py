@@ -22,7 +22,7 @@ from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
 from tests.otlp_samples import sample_request, to_otlp_json
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 VALID = sample_request().SerializeToString()
 VALID_JSON = to_otlp_json(sample_request())
 
