@@ -90,6 +90,11 @@ def test_dashboards_need_a_read_key_and_show_its_project_only(app_client: TestCl
     assert _send(app_client, _bearer(ingest_a)) == 200
     refused = app_client.get("/dash/")
     assert refused.status_code == 401
+    # nor does a refused caller make the server build them (the key is checked first: building costs CPU and memory)
+    for path in ("/dash/", "/dash/_dash-layout", "/dash/_dash-update-component"):
+        assert app_client.post(path, headers=_bearer("tc_read_not-a-real-key")).status_code == 401
+    assert app_client.get("/dash/", headers=_bearer(ingest_a)).status_code == 403  # an ingest key cannot read
+    assert app_client.app.state.dashboards.app is None  # type: ignore[attr-defined]
     # one scheme, Basic: Chromium reads only the first scheme of a challenge, and a Bearer-first one never prompts
     assert refused.headers["WWW-Authenticate"].startswith("Basic ")
     assert (
