@@ -127,7 +127,7 @@ def _busy(store: DuckDBStore, lo: Any, hi: Any) -> tuple[dict[Any, int], dict[An
     return ({k: _union_us(v) for k, v in parts.items()}, {k: _union_us(v) for k, v in calls.items()})
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     traffic=_traffic(),
     order=st.randoms(use_true_random=False),

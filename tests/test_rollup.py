@@ -128,7 +128,7 @@ def histories(draw: st.DrawFn) -> list[list[tuple[str, list[tuple[Any, SpanRecor
     return commits
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories(), fold_rows=st.sampled_from([1, 3, 10**9]))
 def test_the_rollup_equals_a_from_scratch_aggregation_over_any_commits(
     migrated_db: Path, history: list[list[tuple[str, list[tuple[Any, SpanRecord]]]]], fold_rows: int
