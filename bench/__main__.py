@@ -340,7 +340,8 @@ def _ingest_lines(quick: bool, senders: int, ingest_runs: int) -> list[str]:
         "",
         "Durable: a 200 once the batch is fsynced (to the intake spool, the default); counted when every span is"
         f" queryable; median of {len(runs)} runs. The collector is `taskcost serve` with its defaults (dashboards"
-        f" mounted), OTLP/gRPC off but in its own row. The traffic is the {DEFAULT_MIX.name} mix"
+        f" mounted, and opened once before the load: they are built on first use), OTLP/gRPC off but in its own row."
+        f" The traffic is the {DEFAULT_MIX.name} mix"
         f" ({DEFAULT_MIX.label}); the other mixes are one run each, below. The ceiling is one process decoding the"
         " same bodies (gunzipped first where they are compressed) and reading the keys the normaliser needs: each"
         " span's ids, times, status and attributes (and each resource's attributes) as dicts; the whole normaliser"
