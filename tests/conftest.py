@@ -52,9 +52,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # the browser tests (tests/browser/) are slow too: a real chromium and a real server per test session
         if module.rpartition(".")[2] in SLOW_MODULES or module.startswith("tests.browser."):
             item.add_marker(pytest.mark.slow)
-    # The browser tests last: they wait for the demo's database, made in the background from the end of collection
-    # (pytest_collection_finish), which the other tests then hide instead of a worker waiting idle for it.
-    items.sort(key=lambda item: item.nodeid.startswith("tests/browser/"))
 
 
 REPO = Path(__file__).resolve().parent.parent
