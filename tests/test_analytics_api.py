@@ -60,14 +60,22 @@ def _fleet(fleet: Fleet, project: str, scale: int) -> None:
     fleet.task(f"{project}-failed", project=project, outcome="failed", minute=5).call("cheap-1", status="error")
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "a.duckdb"
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The two projects' store, written once for the module (each test gets its own copy of the file)."""
+    path = tmp_path_factory.mktemp("analytics-api") / "a.duckdb"
     fleet = Fleet()
     _fleet(fleet, "p1", 1)
     _fleet(fleet, "p2", 7)  # another project: bigger prompts, so a leak shows in every figure
     with DuckDBStore.open(path) as store:
         fleet.write(store)
+    return path
+
+
+@pytest.fixture
+def db(built: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "a.duckdb"
+    shutil.copy(built, path)
     return path
 
 
@@ -84,8 +92,14 @@ def _library(path: Path, name: str, params: dict[str, str], project: str | None)
         return _ask(store, name, params, project)
 
 
-@pytest.fixture
-def keyed(db: Path) -> Iterator[tuple[TestClient, dict[str, str], DuckDBStore]]:
+@pytest.fixture(scope="module")
+def keyed(
+    built: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[TestClient, dict[str, str], DuckDBStore]]:
+    """The app in-process on its own copy of the store, with a read key per project; shared by the module's tests,
+    which only read through it."""
+    db = tmp_path_factory.mktemp("analytics-api-keyed") / "a.duckdb"
+    shutil.copy(built, db)
     with DuckDBStore.open(db) as store:
         secrets = {p: store.create_key(p, "read")[1] for p in ("p1", "p2")}
         app = create_app(Settings(db=db, decode_workers=0), store, dashboards=False)
@@ -94,7 +108,7 @@ def keyed(db: Path) -> Iterator[tuple[TestClient, dict[str, str], DuckDBStore]]:
 
 
 @pytest.mark.parametrize("name", sorted(PARAMS))
-def test_a_read_key_gets_its_projects_answer_and_nothing_else(keyed: Any, db: Path, name: str) -> None:
+def test_a_read_key_gets_its_projects_answer_and_nothing_else(keyed: Any, name: str) -> None:
     client, secrets, _ = keyed
     r = client.get(f"/api/analytics/{name}", params=PARAMS[name], headers={"Authorization": f"Bearer {secrets['p1']}"})
     assert r.status_code == 200, r.text
@@ -115,7 +129,7 @@ def test_a_read_key_gets_its_projects_answer_and_nothing_else(keyed: Any, db: Pa
 
 
 @pytest.mark.parametrize("name", sorted(PARAMS))
-def test_the_http_answer_is_the_librarys(keyed: Any, db: Path, name: str) -> None:
+def test_the_http_answer_is_the_librarys(keyed: Any, name: str) -> None:
     client, secrets, store = keyed
     r = client.get(f"/api/analytics/{name}", params=PARAMS[name], headers={"Authorization": f"Bearer {secrets['p2']}"})
     assert r.json() == json.loads(json.dumps(_ask(store, name, PARAMS[name], "p2")))

