@@ -295,7 +295,8 @@ def _mix_lines(mixes: list[Any], default: str) -> list[str]:
 
 def _ingest_lines(quick: bool, senders: int, ingest_runs: int) -> list[str]:
     from bench.ingest import CEILING_SPANS, run_ingest
-    from bench.traffic import DEFAULT_MIX, MIXES
+    from bench.traffic import DEFAULT_MIX, MIXES, bodies
+    from bench.writer import writer_lines, writer_steps
     from taskcost.collector._decoders import GC_THRESHOLD
     from taskcost.settings import Settings
 
@@ -331,6 +332,8 @@ def _ingest_lines(quick: bool, senders: int, ingest_runs: int) -> list[str]:
             f" {layouts[-1].peak_pss_mb:,.0f} MB",
             flush=True,
         )
+    print("  the writer alone ...", flush=True)
+    alone = writer_steps(bodies(size, DEFAULT_MIX), max(1, round(r.spans / max(1, r.commits))))
     waits = r.read_wait_s + long.read_wait_s
     wait = statistics.median(waits) if waits else float("nan")
     worst = max(waits, default=float("nan"))
@@ -412,6 +415,7 @@ def _ingest_lines(quick: bool, senders: int, ingest_runs: int) -> list[str]:
         f"| commits; spans per commit | {r.commits:,}; {r.spans / max(1, r.commits):,.0f} |",
         f"| writer busy (time in commits / elapsed) | {r.writer_busy_share:.0%} |",
         "",
+        *writer_lines(alone, r.writer_busy_share),
         *_memory_lines(long, defaults.server_memory_limit()),
     ]
 

@@ -69,3 +69,32 @@ def test_the_ceilings_run_as_a_decode_worker_collects_and_leave_the_process_as_i
         "price and lay out",
         "Arrow tables",
     }
+
+
+def test_the_writers_steps_add_up_to_its_commits_and_every_statement_has_a_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bench.writer
+    from bench.traffic import bodies
+
+    sample = bodies(3_000)
+    seen: list[tuple[str, str]] = []
+    group = bench.writer._group
+
+    def watched(sql: str) -> str:
+        seen.append((" ".join(sql.split())[:60], group(sql)))
+        return group(sql)
+
+    monkeypatch.setattr(bench.writer, "_group", watched)
+    steps = bench.writer.writer_steps(sample, spans_per_commit=1_000)
+    assert steps.spans == sum(b.spans for b in sample)
+    assert steps.commits == len(range(0, steps.spans, 1_000))  # a commit per 1,000 spans (requests of 500)
+    assert list(steps.us_per_span) == list(bench.writer.GROUPS)
+    added = sum(steps.us_per_span.values()) * steps.spans / 1e6
+    assert added == pytest.approx(steps.seconds)  # the groups are the whole of the commits' time
+    assert steps.us_per_span[bench.writer._INSERT] > 0 and steps.us_per_span[bench.writer._WAL] > 0
+    assert 100 < steps.wal_bytes_per_span < 100_000  # each span's rows went through the WAL
+    # each kind of row went in as the insert group, and the other statements were ones the writer runs per commit
+    inserted = {sql.split()[2] for sql, g in seen if g == bench.writer._INSERT}
+    assert {"spans", "llm_call_rows", "task_rows"} <= inserted
+    assert {g for _, g in seen} == {bench.writer._INSERT, bench.writer._DEDUPE, bench.writer._DERIVED}
