@@ -57,10 +57,8 @@ lint: $(STAMP)
 unit: $(STAMP) install-browser
 	$(BIN)/python -m pytest -q -n auto
 
-## The README's test command: set up, then lint and the whole suite side by side (mypy takes one core for about
-## 40 s on a clean clone, which the suite's workers leave idle part of the time); fails if either fails.
-test: $(STAMP) install-browser
-	$(MAKE) --no-print-directory -j2 lint unit
+## The README's test command: set up, lint, then the whole suite.
+test: lint unit
 
 ## The whole browser suite against servers on the ClickHouse store (chDB in process, the demo's rows copied in)
 test-browser-clickhouse: $(STAMP) install-browser
