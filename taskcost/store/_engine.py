@@ -73,8 +73,9 @@ def connect(path: Path, read_only: bool, options: EngineOptions) -> duckdb.DuckD
         if not read_only:
             con.execute(f"SET checkpoint_threshold = '{_CHECKPOINT_THRESHOLD}'")
             # the writer's inserts run in parallel without keeping the rows' order: a commit's ~12k calls went in in
-            # two-thirds of the time, and the server took +10-20% spans/s in interleaved 200k-span runs (ad hoc). So a
-            # query without ORDER BY may get its rows in another order than they arrived in (docs/schema.md says so)
+            # two-thirds of the time; in interleaved 200k-span server runs (ad hoc), 13.3k against 12.5k spans/s and
+            # 60 against 66 server CPU us/span (medians of 6 and 7; the runs overlap). So a query without ORDER BY
+            # may get its rows in another order than they arrived in (docs/schema.md says so)
             con.execute("SET preserve_insertion_order = false")
     except Exception:
         con.close()
