@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from bench.traffic import Body
 
-__all__ = ["GROUPS", "WriterSteps", "writer_steps"]
+__all__ = ["GROUPS", "WriterSteps", "writer_lines", "writer_steps"]
 
 _WAL, _CHECKPOINT = "COMMIT: the WAL written and synced", "COMMIT: a checkpoint"
 _INSERT, _DEDUPE = "the rows inserted (spans, calls, tools, tasks)", "dedupe keys (spans, responses)"
@@ -73,11 +73,13 @@ class _Timed:
 
 def writer_steps(sample: list[Body], spans_per_commit: int) -> WriterSteps:
     """Commit ``sample``'s spans through a fresh store's writer in commits of about ``spans_per_commit`` spans."""
-    from bench.ingest import _decoder, _plain
-    from taskcost.normalize import normalize_request
+    from bench.ingest import _plain
+    from taskcost.collector._ingest import intake_from_settings
+    from taskcost.settings import Settings
     from taskcost.store import DuckDBStore
-    from taskcost.store._rows import prepare_batch, typed_tables
     from taskcost.store._writer import TABLES
+
+    intake = intake_from_settings(Settings())  # a decode worker's: the same settings' rules and prices
 
     spent = dict.fromkeys(GROUPS, 0.0)
     commits: list[tuple[int, bool]] = []
@@ -87,8 +89,8 @@ def writer_steps(sample: list[Body], spans_per_commit: int) -> WriterSteps:
         groups: list[list[dict[str, pa.Table]]] = [[]]
         in_group = 0
         for body in sample:
-            batch = prepare_batch(normalize_request(_decoder(body.content_type)(_plain(body))), time.time_ns())
-            tables = typed_tables(batch, schemas)[0].tables or {}
+            protobuf = body.content_type == "application/x-protobuf"
+            tables = intake.prepare(_plain(body), protobuf=protobuf, schemas=schemas).prepared.tables or {}
             if in_group >= spans_per_commit:
                 groups.append([])
                 in_group = 0

@@ -90,8 +90,9 @@ def test_the_writers_steps_add_up_to_its_commits_and_every_statement_has_a_group
     assert steps.spans == sum(b.spans for b in sample)
     assert steps.commits == len(range(0, steps.spans, 1_000))  # a commit per 1,000 spans (requests of 500)
     assert list(steps.us_per_span) == list(bench.writer.GROUPS)
-    added = sum(steps.us_per_span.values()) * steps.spans / 1e6
-    assert added == pytest.approx(steps.seconds)  # the groups are the whole of the commits' time
+    # the timed statements are most of the commits' time: what the cursor did not see (Arrow registered, Python
+    # between statements) is the rest, and it is small; a writer that ran its SQL some other way would show here
+    assert 0 <= steps.us_per_span[bench.writer._OUTSIDE] < 0.25 * steps.seconds / steps.spans * 1e6
     assert steps.us_per_span[bench.writer._INSERT] > 0 and steps.us_per_span[bench.writer._WAL] > 0
     assert 100 < steps.wal_bytes_per_span < 100_000  # each span's rows went through the WAL
     # each kind of row went in as the insert group, and the other statements were ones the writer runs per commit
