@@ -55,6 +55,8 @@ class IngestResult:
     peak_pss_mb: float = float("nan")  # the same for PSS: shared library pages counted once across processes
     rss_by_process_mb: tuple[float, ...] = ()  # each process's own peak (VmHWM): the server first
     idle_rss_by_process_mb: tuple[float, ...] = ()  # each process's RSS once started, before the load (same order)
+    pss_by_process_mb: tuple[float, ...] = ()  # each process's PSS at the moment their sum peaked (same order)
+    idle_pss_by_process_mb: tuple[float, ...] = ()  # each process's PSS once started, before the load (same order)
     process_names: tuple[str, ...] = ()  # server, decode worker, fork server, resource tracker (same order)
     read_wait_s: tuple[float, ...] = ()  # under load, a count(*) query's latency: it waits for what was acknowledged
     grpc: bool = False  # sent over OTLP/gRPC (protobuf only) instead of OTLP/HTTP
@@ -284,18 +286,22 @@ def _peaks_mb(pids: list[int]) -> list[float]:
 
 
 class _Sampler(threading.Thread):
-    """Every 0.2 s: the collector's processes' RSS and PSS summed at that moment (the peaks are kept)."""
+    """Every 0.2 s: the collector's processes' RSS and PSS summed at that moment (the peaks are kept, and each
+    process's PSS at the moment the sum peaked)."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.pid, self.rss_kb, self.pss_kb = pid, 0, 0
+        self.pss_at_peak_kb: dict[int, int] = {}
         self.done = threading.Event()
 
     def run(self) -> None:
         while not self.done.wait(0.2):
             pids = _tree(self.pid)
             self.rss_kb = max(self.rss_kb, sum(_status_kb(p, "VmRSS") for p in pids))
-            self.pss_kb = max(self.pss_kb, sum(_status_kb(p, "Pss", "smaps_rollup") for p in pids))
+            each = {p: _status_kb(p, "Pss", "smaps_rollup") for p in pids}
+            if sum(each.values()) > self.pss_kb:
+                self.pss_kb, self.pss_at_peak_kb = sum(each.values()), each
 
 
 def _idle_rss_mb(pid: int, processes: int, timeout_s: float = 60.0) -> dict[int, float]:
@@ -411,6 +417,7 @@ def run_ingest(
             workers_n = decode_workers if decode_workers is not None else Settings().decode_workers  # env, file too
             # + the resource tracker and the fork server the workers are forked from
             idle = _idle_rss_mb(proc.pid, 1 + workers_n + (2 if workers_n else 0))
+            idle_pss = {p: _status_kb(p, "Pss", "smaps_rollup") / 1024 for p in idle}
             refused, sender_cpu = mp.Value("i", 0), mp.Value("d", 0.0)
             parts = [sent[i::senders] for i in range(senders)]
             endpoint = f"127.0.0.1:{grpc_port}" if grpc else None
@@ -467,6 +474,8 @@ def run_ingest(
         peak_pss_mb=sampler.pss_kb / 1024,
         rss_by_process_mb=tuple(peaks),
         idle_rss_by_process_mb=tuple(idle.get(p, float("nan")) for p in collector),
+        pss_by_process_mb=tuple(sampler.pss_at_peak_kb.get(p, 0) / 1024 for p in collector),
+        idle_pss_by_process_mb=tuple(idle_pss.get(p, float("nan")) for p in collector),
         process_names=tuple(roles),
         read_wait_s=tuple(waits),
         grpc=grpc,
