@@ -52,6 +52,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # the browser tests (tests/browser/) are slow too: a real chromium and a real server per test session
         if module.rpartition(".")[2] in SLOW_MODULES or module.startswith("tests.browser."):
             item.add_marker(pytest.mark.slow)
+    # The browser tests last (their order among themselves kept): most of them read the demo's database, which is
+    # made in the background from the end of collection (``pytest_collection_finish``) and takes minutes. Collected
+    # first (tests/browser/ sorts before tests/test_*.py), they had every worker wait for it, idle.
+    items.sort(key=lambda item: item.nodeid.startswith("tests/browser/"))
 
 
 REPO = Path(__file__).resolve().parent.parent
