@@ -370,7 +370,7 @@ def _ingest_lines(quick: bool, senders: int, ingest_runs: int) -> list[str]:
         f"| ingest / ceiling | {r.ratio:.2f} | >= {ratio} | {_ok(r.ratio >= ratio)} |",
         "| for comparison: the store's writer alone (its commits of these spans, in one process with no load and"
         " nothing else to do: the table below), spans/s; / ceiling |"
-        f" {alone.spans / alone.seconds:,.0f}; {alone.spans / alone.seconds / r.ceiling_spans_per_s:.2f} | | |",
+        f" {alone.spans_per_s:,.0f}; {alone.spans_per_s / r.ceiling_spans_per_s:.2f} | | |",
         "| decode + normalise, the whole normaliser (same run, 1 process), spans/s |"
         f" {r.normalise_spans_per_s:,.0f} | | |",
         "| normalise, CPU us per span (one process, decoded requests in memory, median of 5) |"

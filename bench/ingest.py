@@ -300,8 +300,8 @@ class _Sampler(threading.Thread):
             pids = _tree(self.pid)
             self.rss_kb = max(self.rss_kb, sum(_status_kb(p, "VmRSS") for p in pids))
             each = {p: _status_kb(p, "Pss", "smaps_rollup") for p in pids}
-            if sum(each.values()) > self.pss_kb:
-                self.pss_kb, self.pss_at_peak_kb = sum(each.values()), each
+            if (summed := sum(each.values())) > self.pss_kb:
+                self.pss_kb, self.pss_at_peak_kb = summed, each
 
 
 def _idle_rss_mb(pid: int, processes: int, timeout_s: float = 60.0) -> dict[int, float]:
