@@ -6,7 +6,7 @@ FROM python:3.11-slim
 # EXTRAS="[clickhouse]": the image of the scale profile's collectors (the store on a ClickHouse server)
 ARG EXTRAS=""
 WORKDIR /app
-COPY constraints.txt pyproject.toml README.md ./
+COPY constraints.txt pyproject.toml setup.py README.md ./
 COPY sdk ./sdk
 COPY taskcost ./taskcost
 COPY dashboards ./dashboards

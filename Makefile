@@ -12,7 +12,7 @@ CHROMIUM := /usr/lib/chromium/chromium
 
 .PHONY: install install-browser run demo live-check test-browser-clickhouse test lint unit bench clean
 
-$(STAMP): pyproject.toml sdk/pyproject.toml constraints.txt tests/interop/js/package-lock.json
+$(STAMP): pyproject.toml setup.py taskcost/normalize/_wire.pyx sdk/pyproject.toml constraints.txt tests/interop/js/package-lock.json
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -c constraints.txt -e ./sdk -e '.[dev,demo]'
 	@# bytecode for the editable sources, as pip writes it for installed packages: a command starts ~0.1 s sooner

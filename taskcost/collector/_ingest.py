@@ -17,9 +17,9 @@ from taskcost.normalize import (
     Cuts,
     IntakeLimits,
     NormalizeRules,
-    decode_json,
-    decode_protobuf,
-    normalize_request,
+    json_wire,
+    normalize_wire,
+    protobuf_wire,
 )
 from taskcost.pricing import Pricer, PricingSource
 from taskcost.settings import Settings
@@ -76,9 +76,9 @@ def decode_and_prepare(
     within ``rules.limits``. Raises DecodeError on bad input, DecodedTooLarge for a request over
     ``max_decoded_bytes``."""
     cuts = Cuts(rules.limits)
-    req = decode_protobuf(body, cuts) if protobuf else decode_json(body, cuts)
-    batch = normalize_request(req, rules, cuts)
-    del req
+    wire = protobuf_wire(body, cuts) if protobuf else json_wire(body, cuts)
+    batch = normalize_wire(wire, rules, cuts)
+    del wire
     now = time.time_ns()
     if project is None:
         prepared = prepare_batch(batch, now, pricer=pricer)

@@ -13,11 +13,13 @@ if TYPE_CHECKING:
         decode_json,
         decode_protobuf,
         encode_json,
+        json_wire,
         key_value,
+        protobuf_wire,
         to_any_value,
     )
     from taskcost.normalize._limits import Cuts, DecodedTooLarge, IntakeLimits
-    from taskcost.normalize._normalize import normalize_request
+    from taskcost.normalize._normalize import normalize_request, normalize_wire
     from taskcost.normalize._records import (
         EngineSpanRecord,
         LLMCallEngineRecord,
@@ -48,7 +50,10 @@ __all__ = [
     "decode_json",
     "decode_protobuf",
     "encode_json",
+    "json_wire",
     "key_value",
     "normalize_request",
+    "normalize_wire",
+    "protobuf_wire",
     "to_any_value",
 ]

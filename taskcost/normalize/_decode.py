@@ -14,7 +14,16 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from taskcost.normalize._json import JsonShapeError, request_wire
 from taskcost.normalize._limits import BODY_FACTOR, Cuts
 
-__all__ = ["DecodeError", "decode_json", "decode_protobuf", "encode_json", "key_value", "to_any_value"]
+__all__ = [
+    "DecodeError",
+    "decode_json",
+    "decode_protobuf",
+    "encode_json",
+    "json_wire",
+    "key_value",
+    "protobuf_wire",
+    "to_any_value",
+]
 
 
 class DecodeError(ValueError):
@@ -37,13 +46,17 @@ def decode_protobuf(body: bytes, cuts: Cuts | None = None) -> ExportTraceService
     return msg
 
 
-def decode_json(body: bytes, cuts: Cuts | None = None) -> ExportTraceServiceRequest:
-    """Decode the OTLP JSON mapping: hex ids, integer enums, int64 as strings or numbers.
+def protobuf_wire(body: bytes, cuts: Cuts) -> bytes:
+    """A protobuf body as the normaliser reads it (``normalize_wire``): refused (DecodedTooLarge) when it could parse
+    into more than the request's limit, and the body's share of its decoded size counted."""
+    cuts.check_protobuf(body)
+    cuts.spend(BODY_FACTOR * len(body))
+    return body
 
-    Accepts and rejects what ``json_format.ParseDict(..., ignore_unknown_fields=True)`` did (with the hex ids
-    turned into base64 first), about ten times faster: see ``_json``. With ``cuts``, within the request's limits:
-    refused (DecodedTooLarge) before parsing when its JSON could take more than the request may; attributes and
-    events past their counts are left out of the message (counted in ``cuts`` and the dropped counts)."""
+
+def json_wire(body: bytes, cuts: Cuts | None = None) -> bytes:
+    """An OTLP/JSON body as the protobuf wire form of its request (what ``decode_json`` parses, and the normaliser
+    reads: ``normalize_wire``). The same checks and limits as ``decode_json``."""
     if cuts is not None:
         cuts.check_json(body)
     try:
@@ -60,7 +73,17 @@ def decode_json(body: bytes, cuts: Cuts | None = None) -> ExportTraceServiceRequ
         raise DecodeError(f"JSON is not an OTLP ExportTraceServiceRequest: {exc}") from None
     if cuts is not None:
         cuts.spend(BODY_FACTOR * len(body))
-    return ExportTraceServiceRequest.FromString(wire)
+    return wire
+
+
+def decode_json(body: bytes, cuts: Cuts | None = None) -> ExportTraceServiceRequest:
+    """Decode the OTLP JSON mapping: hex ids, integer enums, int64 as strings or numbers.
+
+    Accepts and rejects what ``json_format.ParseDict(..., ignore_unknown_fields=True)`` did (with the hex ids
+    turned into base64 first), about ten times faster: see ``_json``. With ``cuts``, within the request's limits:
+    refused (DecodedTooLarge) before parsing when its JSON could take more than the request may; attributes and
+    events past their counts are left out of the message (counted in ``cuts`` and the dropped counts)."""
+    return ExportTraceServiceRequest.FromString(json_wire(body, cuts))
 
 
 def encode_json(req: ExportTraceServiceRequest) -> dict[str, Any]:

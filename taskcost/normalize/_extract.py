@@ -7,11 +7,9 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
-
 from taskcost.normalize import _conventions as C
 from taskcost.normalize import _names as N
-from taskcost.normalize._attrs import Attrs, attributes_dict
+from taskcost.normalize._attrs import Attrs
 
 __all__ = [
     "Usage",
@@ -197,9 +195,9 @@ def server_address(a: Attrs) -> str | None:
     return None
 
 
-def ttft(a: Attrs, span: Span, events: Sequence[Span.Event]) -> float | None:
-    """Seconds to the first token: an attribute, else the first-chunk event's offset from the span start (``events``:
-    the span's, as kept within the limits)."""
+def ttft(a: Attrs, start_ns: int, events: Sequence[dict[str, Any]]) -> float | None:
+    """Seconds to the first token: an attribute, else the first-chunk event's offset from the span's start
+    ``start_ns`` (``events``: the span's, as stored and kept within the limits)."""
     value = a.number(*C.TTFT)
     if value is not None:
         return value
@@ -208,17 +206,17 @@ def ttft(a: Attrs, span: Span, events: Sequence[Span.Event]) -> float | None:
         if value is not None:
             return value
     for event in events:
-        if event.name in C.FIRST_CHUNK_EVENTS and event.time_unix_nano >= span.start_time_unix_nano > 0:
-            return (event.time_unix_nano - span.start_time_unix_nano) / 1e9
+        if event["name"] in C.FIRST_CHUNK_EVENTS and event["time_ns"] >= start_ns > 0:
+            return (event["time_ns"] - start_ns) / 1e9
     return None
 
 
-def error_type_from_events(events: Sequence[Span.Event]) -> str | None:
-    """`exception.type` of the last exception event of a span's ``events`` (OpenInference records errors only this
-    way)."""
+def error_type_from_events(events: Sequence[dict[str, Any]]) -> str | None:
+    """`exception.type` of the last exception event of a span's ``events`` (as stored; OpenInference records errors
+    only this way)."""
     for event in reversed(events):
-        if event.name == C.EXCEPTION_EVENT:
-            value = attributes_dict(event.attributes).get(C.EXCEPTION_TYPE)
+        if event["name"] == C.EXCEPTION_EVENT:
+            value = event["attributes"].get(C.EXCEPTION_TYPE)
             if isinstance(value, str) and value:
                 return value
     return None

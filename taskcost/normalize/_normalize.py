@@ -8,18 +8,22 @@ response are folded into one call (_fold).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
+from google.protobuf.message import DecodeError as _PbDecodeError
+from google.protobuf.message import Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from taskcost._internal.compact_json import compact_sorted
 from taskcost.normalize import _conventions as C
 from taskcost.normalize import _extract as X
 from taskcost.normalize import _names as N
-from taskcost.normalize._attrs import MAX_TOKENS, Attrs, attributes_dict, limited, pricing_value, to_money
+from taskcost.normalize._attrs import MAX_TOKENS, Attrs, any_value, attributes_dict, limited, pricing_value, to_money
+from taskcost.normalize._decode import DecodeError
 from taskcost.normalize._engine import TOPOLOGY_NAMES, Topology, call_engine, engine_span, is_engine_span
 from taskcost.normalize._fold import Candidate, fold_calls
 from taskcost.normalize._limits import (
@@ -29,6 +33,7 @@ from taskcost.normalize._limits import (
     SPAN_BYTES,
     Cuts,
     dropped_count,
+    kept_attributes,
     kept_events,
 )
 from taskcost.normalize._plan import call_plan
@@ -41,7 +46,12 @@ from taskcost.normalize._records import (
 )
 from taskcost.normalize._rules import DEFAULT_RULES, NormalizeRules
 
-__all__ = ["normalize_request"]
+try:  # compiled at install (Cython); where it could not be, the same read through protobuf's messages
+    from taskcost.normalize._wire import WireError, read_request  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # pragma: no cover - the compiled reader is built by every install the tests run on
+    from taskcost.normalize._wire_py import WireError, read_request
+
+__all__ = ["normalize_request", "normalize_wire"]
 
 # Bounds of the stored column types: a value outside is not real data (fuzzers and broken clients send them)
 _MAX_NS = 2**63  # BIGINT nanoseconds: up to the year 2262
@@ -51,8 +61,9 @@ _MAX_ATTEMPT = 1_000_000
 _INF = float("inf")
 _ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
 
-_ERROR = Status.STATUS_CODE_ERROR
+_ERROR = 2  # Status.STATUS_CODE_ERROR
 _MAX_MESSAGES = 5  # NormalizedBatch's
+_M = TypeVar("_M", bound=Message)
 
 
 # Context a call reads from one name each, usually set on the resource (the process), not on the span: read once per
@@ -131,8 +142,8 @@ class _Resource:
 
 @dataclass(slots=True)
 class _Parsed:
-    span: Span
-    events: Sequence[Span.Event]  # the span's events, as kept within the limits
+    name: str
+    events: list[dict[str, Any]]  # the span's events as stored (name, time_ns, attributes), as kept within the limits
     trace_id: str
     span_id: str
     parent_id: str | None
@@ -148,27 +159,49 @@ class _Parsed:
     shared: _Context | None  # the resource's context, when the span sets none of _CONTEXT_NAMES itself (else its own)
     key: tuple[str, str]  # (trace_id, span_id)
 
-    @property
-    def context(self) -> _Context:
-        if self.shared is None:  # read once: a span's call and its task read it both (an odd value warns once)
-            self.shared = _Context.read(self.attrs)
-        return self.shared
+
+_CONTEXT_ORDER = tuple(sorted(_CONTEXT_NAMES))
+_PLAIN = frozenset({str, int, type(None)})  # values whose equality is their reading's (True == 1, 1.0 == 1: not)
+
+
+def _context(p: _Parsed, out: NormalizedBatch, seen: dict[tuple[Any, ...], _Context]) -> _Context:
+    """The span's context: its resource's, or read from the span (once: its call and its task both read it; an odd
+    value warns once). The fleet tags its self-hosted calls alike: a context read without a warning is kept in
+    ``seen`` (one request's) by its values, and a span with the same values takes it."""
+    if p.shared is not None:
+        return p.shared
+    key = tuple(map(p.attrs.get, _CONTEXT_ORDER))
+    if _PLAIN.issuperset(map(type, key)):
+        ctx = seen.get(key)
+        if ctx is None:
+            ignored = out.ignored_values
+            ctx = _Context.read(p.attrs)
+            if out.ignored_values == ignored:
+                seen[key] = ctx
+    else:
+        ctx = _Context.read(p.attrs)
+    p.shared = ctx
+    return ctx
 
 
 def normalize_request(
     req: ExportTraceServiceRequest, rules: NormalizeRules = DEFAULT_RULES, cuts: Cuts | None = None
 ) -> NormalizedBatch:
-    """The request's records, within ``rules.limits``: ``cuts`` counts what they cut and the request's estimated
-    decoded size (raises DecodedTooLarge past ``max_decoded_bytes``); the JSON decoder may have filled it already."""
+    """``normalize_wire`` of a request message (serialised first: the intake reads bodies, never messages)."""
+    return normalize_wire(req.SerializeToString(), rules, cuts)
+
+
+def normalize_wire(data: bytes, rules: NormalizeRules = DEFAULT_RULES, cuts: Cuts | None = None) -> NormalizedBatch:
+    """The records of the ExportTraceServiceRequest whose protobuf wire form is ``data``, within ``rules.limits``:
+    ``cuts`` counts what they cut and the request's estimated decoded size (raises DecodedTooLarge past
+    ``max_decoded_bytes``); the JSON decoder may have filled it already. Raises DecodeError when ``data`` is not
+    such a request."""
     out = NormalizedBatch()
     cuts = Cuts(rules.limits) if cuts is None else cuts
     limit = rules.limits.attribute_count
     parsed: list[_Parsed] = []
-    for rs in req.resource_spans:
-        kvs = rs.resource.attributes
-        if len(kvs) > limit:
-            kvs = limited(kvs, limit, cuts)
-        attrs = attributes_dict(kvs, cuts)
+    for resource_attrs, scopes in _read(data, cuts):
+        attrs = resource_attrs if type(resource_attrs) is dict else _cut(resource_attrs, limit, cuts)
         service = attrs.get(N.SERVICE_NAME)
         read = {k: attrs[k] for k in attrs.keys() & rules.read_names}
         resource_json = compact_sorted(attrs)
@@ -181,13 +214,12 @@ def normalize_request(
             SPAN_BYTES + ATTRIBUTE_BYTES * len(read) + RESOURCE_COPIES * len(resource_json),
             C.VLLM_RESOURCE_MARK in attrs,
         )
-        for ss in rs.scope_spans:
-            scope = ss.scope
-            over = len(scope.attributes) - limit  # never read nor stored: only counted
+        for scope_name, scope_version, scope_attrs, spans in scopes:
+            over = scope_attrs - limit  # never read nor stored: only counted
             if over > 0:
                 cuts.attributes += over
-            names = (scope.name, scope.version)
-            for span in ss.spans:
+            names = (scope_name, scope_version)
+            for span in spans:
                 p = _parse(out, rules, cuts, span, names, res)
                 if p is not None:
                     parsed.append(p)
@@ -197,6 +229,50 @@ def normalize_request(
         out.messages.insert(0, _cut_message(cuts))
         del out.messages[_MAX_MESSAGES:]
     return out
+
+
+def _read(data: bytes, cuts: Cuts) -> list[tuple[Any, list[tuple[str, str, int, list[tuple[Any, ...]]]]]]:
+    """The request's resources, scopes and spans as tuples (``_wire_py`` lays them out), within ``cuts``' limits."""
+
+    def nested(raw: bytes) -> Any:  # an array or map value, and a value sent in two parts: protobuf merges them
+        return any_value(_message(AnyValue, raw), cuts)
+
+    limits = cuts.limits
+    try:
+        return read_request(
+            data,
+            cuts.max_attributes,
+            limits.attribute_count,
+            limits.event_attribute_count,
+            cuts.max_events,
+            cuts.max_length,
+            cuts.truncate,
+            nested,
+        )
+    except (WireError, _PbDecodeError) as exc:
+        raise DecodeError(f"body is not a valid protobuf ExportTraceServiceRequest: {exc}") from None
+
+
+def _cut(pairs: list[tuple[str, bytes]], limit: int, cuts: Cuts) -> dict[str, Any]:
+    """Attributes over ``limit`` as (key, AnyValue bytes), cut to it: those the normaliser reads first, then the
+    others in order (``kept_attributes``); what is dropped is counted in ``cuts`` (``attributes``, and ``pending``
+    for the caller)."""
+    keep = kept_attributes((key for key, _ in pairs), limit, cuts.limits.keep)
+    cuts.pending = len(pairs) - len(keep)
+    cuts.attributes += cuts.pending
+    out: dict[str, Any] = {}
+    for i in keep:
+        key, raw = pairs[i]
+        out[key] = any_value(_message(AnyValue, raw), cuts)
+    return out
+
+
+def _message(cls: type[_M], raw: bytes) -> _M:
+    """The part of a request the wire reader hands back raw, parsed by protobuf (DecodeError when it is not one)."""
+    try:
+        return cls.FromString(raw)
+    except (_PbDecodeError, RuntimeError, ValueError) as exc:
+        raise DecodeError(f"body is not a valid protobuf ExportTraceServiceRequest: {exc}") from None
 
 
 def _cut_message(cuts: Cuts) -> str:
@@ -221,69 +297,68 @@ def _event(e: Span.Event, cuts: Cuts) -> dict[str, Any]:
     return event
 
 
+def _cut_events(raws: list[bytes], cuts: Cuts) -> tuple[list[dict[str, Any]], int]:
+    """A span's events (each Event's bytes) as stored, when they or one's attributes are over their count limits:
+    the first-chunk and last exception events kept first (``kept_events``); and how many were dropped."""
+    events = [_message(Span.Event, raw) for raw in raws]
+    over = 0
+    if len(events) > cuts.max_events:
+        keep = kept_events((e.name for e in events), cuts.max_events)
+        over = len(events) - len(keep)
+        cuts.events += over
+        events = [events[i] for i in keep]
+    return [_event(e, cuts) for e in events], over
+
+
 def _parse(
     out: NormalizedBatch,
     rules: NormalizeRules,
     cuts: Cuts,
-    span: Span,
+    span: tuple[Any, ...],
     scope: tuple[str, str],
     res: _Resource,
 ) -> _Parsed | None:
     """The span's record (into ``out``) and what building its call, tool call or task needs; None (and a rejection)
-    for a span no record can be made of. Each field of the message is read once (each read costs a lookup)."""
-    raw_trace, raw_span, raw_parent = span.trace_id, span.span_id, span.parent_span_id
-    if len(raw_trace) != 16 or len(raw_span) != 8 or raw_trace == _ZERO_TRACE or raw_span == _ZERO_SPAN:
-        out.reject(f"span {span.name[:100]!r}: trace_id must be 16 bytes and span_id 8 bytes, not all zero")
+    for a span no record can be made of."""
+    (trace_id, span_id, parent_id, name, kind, start_ns, end_ns, span_attrs, dropped_attributes,
+     events, raw_events, dropped_events, status_code, status_message) = span  # fmt: skip
+    if trace_id is None or span_id is None:
+        out.reject(f"span {name[:100]!r}: trace_id must be 16 bytes and span_id 8 bytes, not all zero")
         return None
-    if raw_parent and len(raw_parent) != 8:
-        out.reject(f"span {span.name!r}: parent_span_id must be 8 bytes")
+    if parent_id is False:
+        out.reject(f"span {name!r}: parent_span_id must be 8 bytes")
         return None
-    start_ns, end_ns = span.start_time_unix_nano, span.end_time_unix_nano
     if not (0 < start_ns < _MAX_NS and 0 < end_ns < _MAX_NS):
-        out.reject(f"span {span.name[:100]!r}: start and end time must be set, in nanoseconds since 1970")
+        out.reject(f"span {name[:100]!r}: start and end time must be set, in nanoseconds since 1970")
         return None
     if end_ns < start_ns:  # a clock that went backwards: kept, as a span of no duration
-        out.warn(f"span {span.name[:100]!r}: end before start by {start_ns - end_ns} ns; end set to start")
+        out.warn(f"span {name[:100]!r}: end before start by {start_ns - end_ns} ns; end set to start")
         end_ns = start_ns
-    kvs = span.attributes
-    dropped_attributes = span.dropped_attributes_count
-    if len(kvs) > cuts.max_attributes:
-        kvs = limited(kvs, cuts.max_attributes, cuts)
+    if type(span_attrs) is not dict:  # over the count limit
+        span_attrs = _cut(span_attrs, cuts.max_attributes, cuts)
         dropped_attributes = dropped_count(dropped_attributes, cuts.pending)
-    span_attrs = attributes_dict(kvs, cuts)
-    trace_id, span_id = raw_trace.hex(), raw_span.hex()
-    parent_id = raw_parent.hex() or None
-    events = None
-    span_events: Sequence[Span.Event] = span.events
-    dropped_events = span.dropped_events_count
     cost = res.cost + ATTRIBUTE_BYTES * len(span_attrs)
-    if span_events:
-        if len(span_events) > cuts.max_events:
-            keep = kept_events((e.name for e in span_events), cuts.max_events)
-            over = len(span_events) - len(keep)
-            cuts.events += over
+    if raw_events:
+        events, over = _cut_events(events, cuts)
+        if over:
             dropped_events = dropped_count(dropped_events, over)
-            span_events = [span_events[i] for i in keep]
-        events = [_event(e, cuts) for e in span_events]
+    if events:
         cost += EVENT_BYTES * len(events) + ATTRIBUTE_BYTES * sum(len(e["attributes"]) for e in events)
     spent = cuts.spent = cuts.spent + cost
     if spent > cuts.budget:
         cuts.over()
-    status = span.status
-    status_code = status.code
-    kind = span.kind
     scope_name, scope_version = scope
     out.spans.append(
         SpanRecord(  # positional, in its field order (pinned by a test)
             trace_id,
             span_id,
             parent_id,
-            span.name,
-            int(kind) if 0 <= kind <= _MAX_KIND else 0,  # unknown enum values: unspecified
+            name,
+            kind if 0 <= kind <= _MAX_KIND else 0,  # unknown enum values: unspecified
             start_ns,
             end_ns,
-            int(status_code) if 0 <= status_code <= _MAX_STATUS else 0,
-            status.message,
+            status_code if 0 <= status_code <= _MAX_STATUS else 0,
+            status_message,
             res.service,
             scope_name,
             scope_version,
@@ -311,8 +386,8 @@ def _parse(
     if type(own_task_id) is not str or not own_task_id:
         own_task_id = a.text(*task_names) if task_names else None
     return _Parsed(
-        span,
-        span_events,
+        name,
+        events,
         trace_id,
         span_id,
         parent_id,
@@ -399,6 +474,7 @@ def _build(out: NormalizedBatch, rules: NormalizeRules, parsed: list[_Parsed]) -
     explicit_task_traces = {p.trace_id for p in parsed if p.role == "task"}
     genai_traces = {p.trace_id for p in parsed if p.role in ("llm", "tool")}
     candidates: list[Candidate] = []
+    contexts: dict[tuple[Any, ...], _Context] = {}
     for p in parsed:
         implicit = rules.implicit_tasks and _is_task_root(p, explicit_task_traces, genai_traces)
         if p.role is None and not implicit:
@@ -407,13 +483,15 @@ def _build(out: NormalizedBatch, rules: NormalizeRules, parsed: list[_Parsed]) -
         task_id = rule_id or f"trace:{p.trace_id}"
         status, error_type = _status(p)
         if p.role == "llm":
-            record, usage = _llm_call(p, task_id, status, error_type, rules.pricing_attributes)
+            ctx = _context(p, out, contexts)
+            record, usage = _llm_call(p, ctx, task_id, status, error_type, rules.pricing_attributes)
             sdk = N.CALL_ID in p.attrs.span or N.TASK_ID in p.attrs.span
             candidates.append(Candidate(record, p.parent_id, p.scope_name, usage, sdk, rule_id is not None))
         elif p.role == "tool":
             out.tool_calls.append(_tool_call(p, task_id, status, error_type))
         if p.role == "task" or implicit:
-            out.tasks.append(_task(p, rules, task_id, status, error_type, explicit=p.role == "task"))
+            ctx = _context(p, out, contexts)
+            out.tasks.append(_task(p, ctx, rules, task_id, status, error_type, explicit=p.role == "task"))
     if rules.fold_duplicates:
         parents = {p.key: p.parent_id for p in parsed}
         out.llm_calls.extend(fold_calls(candidates, parents))
@@ -443,11 +521,17 @@ def _tool_call(p: _Parsed, task_id: str, status: str, error_type: str | None) ->
 
 
 def _task(
-    p: _Parsed, rules: NormalizeRules, task_id: str, status: str, error_type: str | None, *, explicit: bool
+    p: _Parsed,
+    ctx: _Context,
+    rules: NormalizeRules,
+    task_id: str,
+    status: str,
+    error_type: str | None,
+    *,
+    explicit: bool,
 ) -> TaskRecord:
     a = p.attrs
-    kind = a.text(N.TASK_KIND) if explicit else (a.text(*C.WORKFLOW_NAME) or X.agent_name(a) or p.span.name or None)
-    ctx = p.context
+    kind = a.text(N.TASK_KIND) if explicit else (a.text(*C.WORKFLOW_NAME) or X.agent_name(a) or p.name or None)
     return TaskRecord(
         trace_id=p.trace_id,
         span_id=p.span_id,
@@ -484,14 +568,14 @@ def _prompt_fingerprint(a: Attrs) -> tuple[int | None, int | None, int | None, s
 
 
 def _llm_call(
-    p: _Parsed, task_id: str, status: str, error_type: str | None, pricing_names: tuple[str, ...]
+    p: _Parsed, ctx: _Context, task_id: str, status: str, error_type: str | None, pricing_names: tuple[str, ...]
 ) -> tuple[LLMCallRecord, X.Usage]:
     """The call's record, and its token counts (the record's) for folding.
 
     Each field is read at the one name its key table (``_plan``) chose for spans of this shape: a value of the usual
     type is taken as it is; any other, and a field whose name is missing here, goes to the general reader (``Attrs``,
     ``_extract``), which tries every name in precedence order and gives a skipped value its reason."""
-    a, span = p.attrs, p.span
+    a = p.attrs
     get = cast("Callable[[str | None], Any]", a.merged.get)  # a name the key table found missing is None
     plan = call_plan(tuple(a.merged), pricing_names)
     (k_in, k_out, k_read, k_write, k_reason, k_total, k_att, k_call,
@@ -533,13 +617,12 @@ def _llm_call(
         agent = X.agent_name(a) if k_agent or plan.traceloop_kind else None
     ttft = get(k_ttft)
     if type(ttft) is not float or not 0.0 <= ttft < _INF:
-        ttft = X.ttft(a, span, p.events) if k_ttft or plan.ttft_flags or p.events else None
+        ttft = X.ttft(a, p.start_ns, p.events) if k_ttft or plan.ttft_flags or p.events else None
     pricing = {
         name: value
         for name in plan.pricing
         if (raw := get(name)) is not None and (value := pricing_value(raw, a.ignore, name)) is not None
     }
-    ctx = p.context
     deployment = ctx.deployment
     # positional (in LLMCallRecord's field order, pinned by a test): 43 keyword arguments cost several times more
     record = LLMCallRecord(
