@@ -1,10 +1,12 @@
 """Ingest: the real collector in its durable mode (a 200 only once the batch is fsynced, to the spool by default,
 else by the DuckDB commit) under several concurrent senders posting protobuf and JSON batches (or exporting protobuf
 over OTLP/gRPC, as one of the other settings), of one traffic mix (bench/traffic.py); spans/s until every span is
-queryable, against the same run's ceiling (one process decoding the bodies and reading the keys the normaliser needs:
-ids, times, status, attributes); the collector's memory; and how long a query waits, under that load, for every span
-acknowledged before it (reads see their writes). Beside the ceiling: decode + normalise (the whole normaliser), and
-the normaliser's own CPU time per span over requests decoded beforehand."""
+queryable, against the same run's ceiling (one process decoding the bodies with the intake's own reader and reading
+the keys the normaliser needs: ids, times, status, attributes); the collector's memory; and how long a query waits,
+under that load, for every span acknowledged before it (reads see their writes). Beside the ceiling: the same through
+protobuf's Python messages (the ceiling as measured before the compiled reader), decode + normalise (the whole
+normaliser), and the normaliser's own CPU time per span over the requests' wire form (JSON bodies turned into it
+beforehand)."""
 
 from __future__ import annotations
 
@@ -64,7 +66,8 @@ class IngestResult:
     duckdb_threads: int | None = None
     mix: str = DEFAULT_MIX.name
     normalise_spans_per_s: float = float("nan")  # decode + the whole normaliser, one process (the former ceiling)
-    normalise_cpu_us_per_span: float = float("nan")  # the normaliser alone over decoded requests, CPU time
+    normalise_cpu_us_per_span: float = float("nan")  # the normaliser alone over the requests' wire form, CPU time
+    protobuf_ceiling_spans_per_s: float = float("nan")  # the ceiling through protobuf's messages (as measured before)
     steps: dict[str, float] = field(default_factory=dict)  # a decode worker's steps alone, CPU us per span
     bytes_per_span: float = float("nan")  # the bodies as sent (compressed where the mix is)
     cpu_us_by_process: tuple[float, ...] = ()  # CPU us per span of each collector process (process_names' order)
@@ -80,12 +83,21 @@ class Ceilings:
 
     keys_spans_per_s: float  # decode (gunzip first) + read each span's ids, times, status and attributes: the ceiling
     normalise_spans_per_s: float  # decode + normalise_request (the whole normaliser)
-    normalise_cpu_us_per_span: float  # normalise_request alone over decoded requests, process CPU time
+    normalise_cpu_us_per_span: float  # normalize_wire alone over the requests' wire form, process CPU time
     # each step of a decode worker alone, CPU us per span (medians): decode, normalise, price and lay out, Arrow
     steps: dict[str, float] = field(default_factory=dict)
+    # the same ceiling through protobuf's Python messages (the definition before the compiled reader), for reference
+    protobuf_keys_spans_per_s: float = float("nan")
 
 
 def _decoder(content_type: str) -> Any:
+    """The intake's decoder of a body of ``content_type`` into the wire form the normaliser reads."""
+    from taskcost.normalize import json_wire
+
+    return bytes if content_type == "application/x-protobuf" else json_wire
+
+
+def _protobuf_decoder(content_type: str) -> Any:
     from taskcost.normalize import decode_json, decode_protobuf
 
     return decode_protobuf if content_type == "application/x-protobuf" else decode_json
@@ -95,9 +107,31 @@ def _plain(body: Body) -> bytes:
     return zlib.decompress(body.data, 16 + zlib.MAX_WBITS) if body.encoding == "gzip" else body.data
 
 
-def _read_keys(req: Any) -> None:
-    """What the normaliser reads of every span before its own work: the resource's and the span's attributes as
-    dicts, the ids, the times and the status."""
+def _read_keys(wire: bytes) -> None:
+    """What the normaliser reads of every span before its own work, through the intake's wire reader: the resource's
+    and the span's attributes as dicts, the ids, the times, the status and the events."""
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+    from taskcost.normalize import Cuts, IntakeLimits
+    from taskcost.normalize._attrs import any_value
+    from taskcost.normalize._normalize import read_request
+
+    cuts = Cuts(IntakeLimits())
+    limits = cuts.limits
+    read_request(
+        wire,
+        cuts.max_attributes,
+        limits.attribute_count,
+        limits.event_attribute_count,
+        cuts.max_events,
+        cuts.max_length,
+        cuts.truncate,
+        lambda raw: any_value(AnyValue.FromString(raw), cuts),  # an array or map value, as the normaliser reads it
+    )
+
+
+def _read_protobuf_keys(req: Any) -> None:
+    """The same through protobuf's Python messages (the ceiling's definition before the compiled reader)."""
     from taskcost.normalize._attrs import attributes_dict
 
     for rs in req.resource_spans:
@@ -130,11 +164,12 @@ def _collecting_as_a_worker() -> Iterator[None]:
 
 def ceilings(sample: list[Body], repeats: int = 5) -> Ceilings:
     """The same-run ceiling (decode + read the keys), decode + normalise, and the normaliser's CPU time per span
-    over ``sample``, each pass once per repeat (interleaved, so that the machine's load weighs on all three alike);
+    over ``sample``, each pass once per repeat (interleaved, so that the machine's load weighs on them alike); the
+    ceiling through protobuf's messages too (``protobuf_keys_spans_per_s``);
     and each step a decode worker takes, alone (``steps``). All as a decode worker collects garbage, and nothing of
     one pass kept into the next: at Python's defaults the collector rescans every object alive, this process's
     included, and the figures were about half again as high as a worker's."""
-    from taskcost.normalize import normalize_request
+    from taskcost.normalize import normalize_wire
     from taskcost.store import DuckDBStore
     from taskcost.store._rows import prepare_batch, typed_tables
 
@@ -142,7 +177,7 @@ def ceilings(sample: list[Body], repeats: int = 5) -> Ceilings:
     decoded = [_decoder(b.content_type)(_plain(b)) for b in sample]
     with tempfile.TemporaryDirectory() as tmp, DuckDBStore.open(Path(tmp) / "s.duckdb") as store:
         schemas = store.arrow_schemas
-    keys, full, cpu = [], [], []
+    keys, full, cpu, protobuf_keys = [], [], [], []
     steps: dict[str, list[float]] = {"decode": [], "normalise": [], "price and lay out": [], "Arrow tables": []}
     with _collecting_as_a_worker():
         for _ in range(repeats):
@@ -152,18 +187,22 @@ def ceilings(sample: list[Body], repeats: int = 5) -> Ceilings:
             keys.append(n / (time.perf_counter() - t))
             t = time.perf_counter()
             for body in sample:
-                normalize_request(_decoder(body.content_type)(_plain(body)))
+                _read_protobuf_keys(_protobuf_decoder(body.content_type)(_plain(body)))
+            protobuf_keys.append(n / (time.perf_counter() - t))
+            t = time.perf_counter()
+            for body in sample:
+                normalize_wire(_decoder(body.content_type)(_plain(body)))
             full.append(n / (time.perf_counter() - t))
             c = time.process_time()
             for req in decoded:
-                normalize_request(req)
+                normalize_wire(req)
             cpu.append((time.process_time() - c) / n * 1e6)
             c = time.process_time()
             for body in sample:
                 _decoder(body.content_type)(_plain(body))
             steps["decode"].append((time.process_time() - c) / n * 1e6)
             c = time.process_time()
-            batches = [normalize_request(req) for req in decoded]
+            batches = [normalize_wire(req) for req in decoded]
             steps["normalise"].append((time.process_time() - c) / n * 1e6)
             c = time.process_time()
             prepared = [prepare_batch(b, time.time_ns()) for b in batches]
@@ -178,6 +217,7 @@ def ceilings(sample: list[Body], repeats: int = 5) -> Ceilings:
         statistics.median(full),
         statistics.median(cpu),
         {k: statistics.median(v) for k, v in steps.items()},
+        statistics.median(protobuf_keys),
     )
 
 
@@ -483,6 +523,7 @@ def run_ingest(
         mix=mix.name,
         normalise_spans_per_s=ceil.normalise_spans_per_s,
         normalise_cpu_us_per_span=ceil.normalise_cpu_us_per_span,
+        protobuf_ceiling_spans_per_s=ceil.protobuf_keys_spans_per_s,
         steps=ceil.steps,
         bytes_per_span=sum(len(b.data) for b in sent) / n,
         cpu_us_by_process=tuple(c / n * 1e6 for c in cpu_by),

@@ -62,7 +62,7 @@ def test_the_ceilings_run_as_a_decode_worker_collects_and_leave_the_process_as_i
     finally:
         gc.unfreeze()
     # (figures only, no comparison of speeds: the suite's other processes share the cores)
-    assert figures.keys_spans_per_s > 0 and figures.normalise_spans_per_s > 0
+    assert figures.keys_spans_per_s > 0 and figures.normalise_spans_per_s > 0 and figures.protobuf_keys_spans_per_s > 0
     assert figures.normalise_cpu_us_per_span > 0 and set(figures.steps) == {
         "decode",
         "normalise",
