@@ -71,15 +71,18 @@ class BreakevenOptions(Options):
         "--gpu-type's in the catalogue (for this question --gpu-type names the GPU to rent and measure, and does "
         "not narrow the traffic).",
     )
-    usd_per_gpu_hour: Decimal | None = Field(None, gt=0, description="$ per GPU-hour (instead of --gpu's price).")
+    usd_per_gpu_hour: Decimal | None = Field(
+        None, gt=0, le=1_000_000, description="$ per GPU-hour (instead of --gpu's price); at most 1,000,000."
+    )
     gpus_per_replica: int | None = Field(
         None, ge=1, le=1024, description="GPUs per replica (default: the measured calls' gpu_count, else 1)."
     )
     tokens_per_s: float | None = Field(
         None,
-        gt=0,
-        description="Throughput of one replica, input + output tokens per second at full load. Given, it is used "
-        "instead of the measured one (and flagged low confidence).",
+        ge=0.001,
+        le=1e12,
+        description="Throughput of one replica, input + output tokens per second at full load (0.001 to 10^12). "
+        "Given, it is used instead of the measured one (and flagged low confidence).",
     )
     self_hosted_model: str | None = Field(
         None,

@@ -368,7 +368,13 @@ def curve_multipliers(marks: Sequence[Decimal | None], points: int = 25) -> list
 
 
 def per_mtok(usd: Decimal, tokens: Decimal) -> Decimal | None:
-    return None if not tokens else (usd * _M / tokens).quantize(Decimal("1e-12"))
+    """$ per million tokens, to 12 places (in a context wide enough for any bounded input: quantize raises when the
+    digits it keeps are more than the context's precision)."""
+    if not tokens:
+        return None
+    with localcontext() as ctx:
+        ctx.prec = 60
+        return (usd * _M / tokens).quantize(Decimal("1e-12"))
 
 
 # -- what the answer shows ------------------------------------------------------------------------------------------
