@@ -10,7 +10,12 @@ COPY constraints.txt pyproject.toml setup.py README.md ./
 COPY sdk ./sdk
 COPY taskcost ./taskcost
 COPY dashboards ./dashboards
-RUN pip install --no-cache-dir -c constraints.txt ./sdk ".${EXTRAS}" \
+# gcc for the intake's compiled OTLP wire reader (setup.py), removed again in the same layer; without it the install
+# would go on and the collector read requests through protobuf, more slowly
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install --no-cache-dir -c constraints.txt ./sdk ".${EXTRAS}" \
+    && apt-get purge -y --auto-remove gcc libc6-dev && rm -rf /var/lib/apt/lists/* \
+    && python -c "import taskcost.normalize._wire" \
     && useradd --system --home /data taskcost && mkdir -p /data && chown taskcost /data
 
 USER taskcost

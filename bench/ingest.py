@@ -110,24 +110,10 @@ def _plain(body: Body) -> bytes:
 def _read_keys(wire: bytes) -> None:
     """What the normaliser reads of every span before its own work, through the intake's wire reader: the resource's
     and the span's attributes as dicts, the ids, the times, the status and the events."""
-    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-
     from taskcost.normalize import Cuts, IntakeLimits
-    from taskcost.normalize._attrs import any_value
-    from taskcost.normalize._normalize import read_request
+    from taskcost.normalize._read import read_wire
 
-    cuts = Cuts(IntakeLimits())
-    limits = cuts.limits
-    read_request(
-        wire,
-        cuts.max_attributes,
-        limits.attribute_count,
-        limits.event_attribute_count,
-        cuts.max_events,
-        cuts.max_length,
-        cuts.truncate,
-        lambda raw: any_value(AnyValue.FromString(raw), cuts),  # an array or map value, as the normaliser reads it
-    )
+    read_wire(wire, Cuts(IntakeLimits()))
 
 
 def _read_protobuf_keys(req: Any) -> None:

@@ -25,7 +25,7 @@ from taskcost.normalize import (
     _wire_py,
     normalize_wire,
 )
-from taskcost.normalize import _normalize as normalizer
+from taskcost.normalize import _read as reading
 from taskcost.normalize._limits import IntakeLimits
 from tests.otlp_samples import sample_request
 
@@ -148,18 +148,18 @@ _LIMITS = st.one_of(
 def _through(reader: Callable[..., Any], data: bytes, rules: NormalizeRules) -> str:
     """The normaliser's whole output for ``data`` read by ``reader`` (its repr: NaN compares equal to itself there),
     or the error it raised."""
-    saved = normalizer.read_request
-    normalizer.read_request = reader
+    saved = reading.read_request
+    reading.read_request = reader
     try:
         return repr(normalize_wire(data, rules))
     except DecodeError as exc:
         return f"DecodeError: {exc}"
     finally:
-        normalizer.read_request = saved
+        reading.read_request = saved
 
 
 def test_the_normaliser_reads_through_the_compiled_reader() -> None:
-    assert normalizer.read_request is _wire.read_request
+    assert reading.read_request is _wire.read_request
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -249,8 +249,8 @@ def test_without_the_compiled_reader_the_normaliser_reads_through_protobuf() -> 
     data = sample_request().SerializeToString()
     code = (
         "import sys; sys.modules['taskcost.normalize._wire'] = None\n"  # its import now fails, as when not built
-        "from taskcost.normalize import _normalize, _wire_py, normalize_wire\n"
-        "assert _normalize.read_request is _wire_py.read_request\n"
+        "from taskcost.normalize import _read, _wire_py, normalize_wire\n"
+        "assert _read.read_request is _wire_py.read_request\n"
         "print(repr(normalize_wire(sys.stdin.buffer.read())))\n"
     )
     fallback = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, check=True).stdout

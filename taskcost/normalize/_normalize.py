@@ -10,20 +10,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
-from google.protobuf.message import DecodeError as _PbDecodeError
-from google.protobuf.message import Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from taskcost._internal.compact_json import compact_sorted
 from taskcost.normalize import _conventions as C
 from taskcost.normalize import _extract as X
 from taskcost.normalize import _names as N
-from taskcost.normalize._attrs import MAX_TOKENS, Attrs, any_value, attributes_dict, limited, pricing_value, to_money
-from taskcost.normalize._decode import DecodeError
+from taskcost.normalize._attrs import MAX_TOKENS, Attrs, pricing_value, to_money
 from taskcost.normalize._engine import TOPOLOGY_NAMES, Topology, call_engine, engine_span, is_engine_span
 from taskcost.normalize._fold import Candidate, fold_calls
 from taskcost.normalize._limits import (
@@ -33,10 +28,9 @@ from taskcost.normalize._limits import (
     SPAN_BYTES,
     Cuts,
     dropped_count,
-    kept_attributes,
-    kept_events,
 )
 from taskcost.normalize._plan import call_plan
+from taskcost.normalize._read import cut_attributes, cut_events, read_wire
 from taskcost.normalize._records import (
     LLMCallRecord,
     NormalizedBatch,
@@ -45,11 +39,6 @@ from taskcost.normalize._records import (
     ToolCallRecord,
 )
 from taskcost.normalize._rules import DEFAULT_RULES, NormalizeRules
-
-try:  # compiled at install (Cython); where it could not be, the same read through protobuf's messages
-    from taskcost.normalize._wire import WireError, read_request  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # pragma: no cover - the compiled reader is built by every install the tests run on
-    from taskcost.normalize._wire_py import WireError, read_request
 
 __all__ = ["normalize_request", "normalize_wire"]
 
@@ -63,7 +52,6 @@ _ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
 
 _ERROR = 2  # Status.STATUS_CODE_ERROR
 _MAX_MESSAGES = 5  # NormalizedBatch's
-_M = TypeVar("_M", bound=Message)
 
 
 # Context a call reads from one name each, usually set on the resource (the process), not on the span: read once per
@@ -200,8 +188,8 @@ def normalize_wire(data: bytes, rules: NormalizeRules = DEFAULT_RULES, cuts: Cut
     cuts = Cuts(rules.limits) if cuts is None else cuts
     limit = rules.limits.attribute_count
     parsed: list[_Parsed] = []
-    for resource_attrs, scopes in _read(data, cuts):
-        attrs = resource_attrs if type(resource_attrs) is dict else _cut(resource_attrs, limit, cuts)
+    for resource_attrs, scopes in read_wire(data, cuts):
+        attrs = resource_attrs if type(resource_attrs) is dict else cut_attributes(resource_attrs, limit, cuts)
         service = attrs.get(N.SERVICE_NAME)
         read = {k: attrs[k] for k in attrs.keys() & rules.read_names}
         resource_json = compact_sorted(attrs)
@@ -231,83 +219,12 @@ def normalize_wire(data: bytes, rules: NormalizeRules = DEFAULT_RULES, cuts: Cut
     return out
 
 
-def _read(data: bytes, cuts: Cuts) -> list[tuple[Any, list[tuple[str, str, int, list[tuple[Any, ...]]]]]]:
-    """The request's resources, scopes and spans as tuples (``_wire_py`` lays them out), within ``cuts``' limits."""
-
-    def nested(raw: bytes) -> Any:  # an array or map value, and a value sent in two parts: protobuf merges them
-        return any_value(_message(AnyValue, raw), cuts)
-
-    limits = cuts.limits
-    try:
-        return read_request(
-            data,
-            cuts.max_attributes,
-            limits.attribute_count,
-            limits.event_attribute_count,
-            cuts.max_events,
-            cuts.max_length,
-            cuts.truncate,
-            nested,
-        )
-    except (WireError, _PbDecodeError) as exc:
-        raise DecodeError(f"body is not a valid protobuf ExportTraceServiceRequest: {exc}") from None
-
-
-def _cut(pairs: list[tuple[str, bytes]], limit: int, cuts: Cuts) -> dict[str, Any]:
-    """Attributes over ``limit`` as (key, AnyValue bytes), cut to it: those the normaliser reads first, then the
-    others in order (``kept_attributes``); what is dropped is counted in ``cuts`` (``attributes``, and ``pending``
-    for the caller)."""
-    keep = kept_attributes((key for key, _ in pairs), limit, cuts.limits.keep)
-    cuts.pending = len(pairs) - len(keep)
-    cuts.attributes += cuts.pending
-    out: dict[str, Any] = {}
-    for i in keep:
-        key, raw = pairs[i]
-        out[key] = any_value(_message(AnyValue, raw), cuts)
-    return out
-
-
-def _message(cls: type[_M], raw: bytes) -> _M:
-    """The part of a request the wire reader hands back raw, parsed by protobuf (DecodeError when it is not one)."""
-    try:
-        return cls.FromString(raw)
-    except (_PbDecodeError, RuntimeError, ValueError) as exc:
-        raise DecodeError(f"body is not a valid protobuf ExportTraceServiceRequest: {exc}") from None
-
-
 def _cut_message(cuts: Cuts) -> str:
     what = [f"{n} {name}" for n, name in ((cuts.attributes, "attributes"), (cuts.events, "span events")) if n]
     said = f"{' and '.join(what)} dropped over the collector's count limits" if what else ""
     if cuts.values:
         said += f"{'; ' if said else ''}{cuts.values} attribute values truncated"
     return f"{said} (their spans are stored, with the names the collector reads)"
-
-
-def _event(e: Span.Event, cuts: Cuts) -> dict[str, Any]:
-    """One event as stored: name, time and attributes (within the limits), and its dropped count when there is one."""
-    kvs = e.attributes
-    dropped = e.dropped_attributes_count
-    limit = cuts.limits.event_attribute_count
-    if len(kvs) > limit:
-        kvs = limited(kvs, limit, cuts)
-        dropped = dropped_count(dropped, cuts.pending)
-    event = {"name": e.name, "time_ns": e.time_unix_nano, "attributes": attributes_dict(kvs, cuts)}
-    if dropped:
-        event["dropped_attributes_count"] = dropped
-    return event
-
-
-def _cut_events(raws: list[bytes], cuts: Cuts) -> tuple[list[dict[str, Any]], int]:
-    """A span's events (each Event's bytes) as stored, when they or one's attributes are over their count limits:
-    the first-chunk and last exception events kept first (``kept_events``); and how many were dropped."""
-    events = [_message(Span.Event, raw) for raw in raws]
-    over = 0
-    if len(events) > cuts.max_events:
-        keep = kept_events((e.name for e in events), cuts.max_events)
-        over = len(events) - len(keep)
-        cuts.events += over
-        events = [events[i] for i in keep]
-    return [_event(e, cuts) for e in events], over
 
 
 def _parse(
@@ -335,11 +252,11 @@ def _parse(
         out.warn(f"span {name[:100]!r}: end before start by {start_ns - end_ns} ns; end set to start")
         end_ns = start_ns
     if type(span_attrs) is not dict:  # over the count limit
-        span_attrs = _cut(span_attrs, cuts.max_attributes, cuts)
+        span_attrs = cut_attributes(span_attrs, cuts.max_attributes, cuts)
         dropped_attributes = dropped_count(dropped_attributes, cuts.pending)
     cost = res.cost + ATTRIBUTE_BYTES * len(span_attrs)
     if raw_events:
-        events, over = _cut_events(events, cuts)
+        events, over = cut_events(events, cuts)
         if over:
             dropped_events = dropped_count(dropped_events, over)
     if events:
