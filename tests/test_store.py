@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -312,3 +313,22 @@ def test_a_query_out_of_memory_is_a_400_that_says_which_setting_to_raise(tmp_pat
         assert "SET memory_limit" not in message
         ok = client.post("/api/sql", json={"sql": "SELECT count(*) FROM spans"})
         assert ok.status_code == 200 and ok.json()["rows"] == [[0]]
+
+
+def test_out_of_memory_says_so_when_the_setting_cannot_be_read_either(tmp_path: Path) -> None:
+    """With the memory still taken, reading memory_limit for the message can fail as the query did (seen: /healthz
+    answered 500 while the store reopened after an engine failure): the message goes without the figure."""
+    import duckdb
+
+    class Exhausted:  # the store's connection, every cursor of which fails as DuckDB does with no memory left
+        def cursor(self) -> Any:
+            raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data of size 4.0 KiB")
+
+    with DuckDBStore.open(tmp_path / "m.duckdb") as store:
+        real, store._con = store._con, Exhausted()  # type: ignore[assignment]
+        try:
+            message = store._out_of_memory(duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate"))
+        finally:
+            store._con = real
+    assert message.startswith("Out of Memory Error: failed to allocate. The query needs more working memory than")
+    assert "DuckDB's memory_limit allows" in message and "TASKCOST_MEMORY_LIMIT" in message

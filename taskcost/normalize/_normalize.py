@@ -48,7 +48,6 @@ _MAX_KIND = 5  # SpanKind: UNSPECIFIED .. CONSUMER
 _MAX_STATUS = 2  # StatusCode: UNSET, OK, ERROR
 _MAX_ATTEMPT = 1_000_000
 _INF = float("inf")
-_ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
 
 _ERROR = 2  # Status.STATUS_CODE_ERROR
 _MAX_MESSAGES = 5  # NormalizedBatch's

@@ -372,8 +372,11 @@ class DuckDBStore(Healing):
 
     def _out_of_memory(self, exc: duckdb.Error) -> str:
         """DuckDB's own advice (SET threads, SET memory_limit) is refused in the sandbox: say what a user can do."""
-        with contextlib.closing(self._con.cursor()) as cur:
-            limit = cur.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+        try:  # reading the setting is a query too: with the memory still taken, it can fail as the query did
+            with contextlib.closing(self._con.cursor()) as cur:
+                limit = cur.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+        except duckdb.Error:
+            limit = None
         first = engine_message(exc).split("\n", 1)[0].rstrip(".")
         if (
             "allocation failure" in first.lower() or "bad allocation" in first.lower()
@@ -383,7 +386,8 @@ class DuckDBStore(Healing):
                 "operating system's limit on the serving process): narrow it, or build smaller values"
             )
         return (
-            f"{first}. The query needs more working memory than DuckDB's memory_limit ({limit}) allows: narrow it or"
+            f"{first}. The query needs more working memory than DuckDB's memory_limit"
+            f"{'' if limit is None else f' ({limit})'} allows: narrow it or"
             " aggregate more before returning rows, or raise the memory_limit setting (TASKCOST_MEMORY_LIMIT)"
         )
 
