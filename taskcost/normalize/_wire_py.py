@@ -3,7 +3,8 @@ what ``_wire`` (compiled at install) does straight from the bytes, for where it 
 reference the tests hold it to.
 
 ``read_request`` returns one tuple per ResourceSpans: ``(attributes, scopes)``, each scope
-``(name, version, attribute count, spans)``, each span the tuple ``SPAN_FIELDS`` names:
+``(name, version, attribute count, spans)``, each span the tuple ``(trace_id, span_id, parent_id, name, kind,
+start_ns, end_ns, attributes, dropped_attributes, events, raw_events, dropped_events, status_code, status_message)``:
 
 - ``trace_id``, ``span_id``: hex text, or None when not 16 (8) bytes or all zero; ``parent_id``: hex text, None when
   absent, False when not 8 bytes;
@@ -27,24 +28,9 @@ from google.protobuf.message import DecodeError as _PbDecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-__all__ = ["SPAN_FIELDS", "WireError", "read_request"]
+__all__ = ["WireError", "read_request"]
 
-SPAN_FIELDS = (
-    "trace_id",
-    "span_id",
-    "parent_id",
-    "name",
-    "kind",
-    "start_ns",
-    "end_ns",
-    "attributes",
-    "dropped_attributes",
-    "events",
-    "raw_events",
-    "dropped_events",
-    "status_code",
-    "status_message",
-)
+
 _MAX_NS = 2**63
 _ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
 
