@@ -404,3 +404,27 @@ def test_a_six_minute_window_is_not_an_hour_of_traffic(store: DuckDBStore, tmp_p
         burst.write(other)
         b = breakeven(other, Filters(), BreakevenOptions(usd_per_gpu_hour=Decimal("0.5"), tokens_per_s=1000))
         assert close(b.to_json()["summary"]["tokens_per_hour"], 12 * 950_000)
+
+
+def test_the_cheapest_gpu_hour_allowed_draws_its_curve_and_a_cheaper_one_is_refused(store: DuckDBStore) -> None:
+    # a fuzzer's $5e-324 a GPU-hour gave breakevens of ~10^-323 x the volume: the curve's grid, then in floats,
+    # failed (log10 of 0). A price under a micro-dollar is refused; the smallest allowed draws its curve.
+    flat(Fleet()).write(store)
+    answer = ask(store, usd_per_gpu_hour="0.000001", tokens_per_s=1000)
+    s = answer["summary"]
+    assert s["rent_always_on_usd"] == "0.000730000000"  # 1 GPU x $0.000001 x 730 hours
+    assert close(s["breakeven_tokens_per_hour"], 0.95)  # k* = 730 x $0.000001 / $730 = 10^-6 of 950,000
+    curve = answer["tables"]["curve"]
+    marks = {row[curve["columns"].index("mark")]: row[0] for row in curve["rows"]}
+    assert marks["observed"] == 1.0 and close(marks["breakeven hybrid, breakeven always-on"], 1e-6)
+    with pytest.raises(ValueError, match="greater than or equal to 0.000001"):
+        BreakevenOptions.model_validate({"usd_per_gpu_hour": "5e-324"})
+
+
+def test_the_curves_grid_spans_marks_beyond_a_floats_range() -> None:
+    from taskcost.analytics._breakeven_model import curve_multipliers
+
+    tiny, huge = Decimal("1.78e-323"), Decimal("1e400")
+    grid = curve_multipliers([tiny, None, huge])
+    assert grid == sorted(grid) and {tiny, huge, Decimal(1)} <= set(grid)
+    assert grid[0] == Decimal("1.78e-324") and grid[-1] == Decimal("1.00e401")  # a tenth of the least, 10x the most

@@ -102,13 +102,15 @@ def test_nonsense_from_user_code_is_dropped_not_raised(
 @pytest.mark.usefixtures("instrumented")
 def test_collector_down_slow_or_503_does_not_slow_calls(llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "20")  # export while the agent works
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2")
+    # a call that waited on an export would wait as long as the export's timeout: 5 s (the bad collectors answer in 6
+    # or never), far above a stall of a loaded machine (up to ~1 s seen on a 2-core CI machine running the suite)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "5")
     c = openai.OpenAI(base_url=llm.openai_url, api_key="k")
     c.chat.completions.create(model="warm-up", messages=MESSAGES)
     providers = []
 
     def latency(endpoint: str) -> tuple[float, float]:
-        """(median, total) seconds per instrumented call while exporting to ``endpoint``."""
+        """(median, longest) seconds per instrumented call while exporting to ``endpoint``."""
         tc.configure(endpoint=endpoint)
         providers.append(config._state.provider)
         latencies = []
@@ -123,22 +125,22 @@ def test_collector_down_slow_or_503_does_not_slow_calls(llm: FakeLLM, monkeypatc
         started = time.perf_counter()
         tc.shutdown(timeout_millis=300)
         assert time.perf_counter() - started < 1.5  # bounded, even against a hanging collector
-        return statistics.median(latencies), sum(latencies)
+        return statistics.median(latencies), max(latencies)
 
     with FakeCollector("ok") as healthy:
-        baseline, baseline_total = latency(healthy.url)
+        baseline, _ = latency(healthy.url)
         assert healthy.requests >= 1
     results = {"down": latency(f"http://127.0.0.1:{_closed_port()}")}
     for mode in ("503", "slow", "hang"):
-        with FakeCollector(mode, delay=3.0) as bad:  # type: ignore[arg-type]
+        with FakeCollector(mode, delay=6.0) as bad:  # type: ignore[arg-type]
             results[mode] = latency(bad.url)
             assert bad.requests >= 1  # the exporter really ran into it
     for provider in providers:
         stop_exporting(provider)
     print(f"median call: healthy {baseline * 1e3:.2f} ms,", {m: f"{v[0] * 1e3:.2f} ms" for m, v in results.items()})
-    for mode, (median, total) in results.items():
+    for mode, (median, longest) in results.items():
         assert median < baseline * 1.5 + 0.003, (mode, median, baseline)  # no systematic slow-down
-        assert total < baseline_total * 2 + 0.2, (mode, total, baseline_total)  # and no single long stall
+        assert longest < 2.5, (mode, longest)  # and no call waited on an export (it would wait its 5 s timeout)
 
 
 def test_full_export_queue_drops_and_counts(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -72,7 +72,10 @@ class BreakevenOptions(Options):
         "not narrow the traffic).",
     )
     usd_per_gpu_hour: Decimal | None = Field(
-        None, gt=0, le=1_000_000, description="$ per GPU-hour (instead of --gpu's price); at most 1,000,000."
+        None,
+        ge=Decimal("0.000001"),
+        le=1_000_000,
+        description="$ per GPU-hour (instead of --gpu's price): a micro-dollar to 1,000,000.",
     )
     gpus_per_replica: int | None = Field(
         None, ge=1, le=1024, description="GPUs per replica (default: the measured calls' gpu_count, else 1)."

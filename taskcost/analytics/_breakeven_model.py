@@ -362,8 +362,10 @@ def curve_multipliers(marks: Sequence[Decimal | None], points: int = 25) -> list
     """Volume multipliers for the curve: a geometric grid from a tenth of the smallest mark (1 = observed, and the
     breakevens) to ten times the largest, with the marks themselves."""
     known = [m for m in marks if m is not None and m > 0] + [Decimal(1)]
-    lo, hi = math.log10(float(min(known)) / 10), math.log10(float(max(known)) * 10)
-    grid = {Decimal(f"{10 ** (lo + (hi - lo) * i / (points - 1)):.3g}") for i in range(points)}
+    with localcontext() as ctx:  # in Decimal: a mark may be far outside a float's range (10^-323, 10^400)
+        ctx.prec = 28
+        lo, hi = min(known).log10() - 1, max(known).log10() + 1
+        grid = {Decimal(f"{Decimal(10) ** (lo + (hi - lo) * i / (points - 1)):.3g}") for i in range(points)}
     return sorted(grid | set(known))
 
 
