@@ -98,6 +98,12 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+def _md_cell(text: str) -> str:
+    """``text`` as a Markdown table cell shows it (a type such as ``STRUCT(a VARCHAR)`` has no pipe; one would end
+    the cell)."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`")
+
+
 def _table(columns: list[str], types: list[str], rows: list[list[Any]]) -> Any:
     """The answer as one table component (its rows as plain data: a thousand rows render at once)."""
     head = [html.Span([c, dmc.Text(t, size="xs", c="dimmed")]) for c, t in zip(columns, types, strict=True)]
@@ -117,25 +123,25 @@ def _table(columns: list[str], types: list[str], rows: list[list[Any]]) -> Any:
 
 
 def _schema_panel(relations: list[Any]) -> Any:
+    """Each relation's columns as one Markdown table: one component each, not five a column (~1,400 components for
+    the views' ~290 columns kept the browser busy rendering for seconds after every answer)."""
     items = []
     for rel in relations:
-        cols = dmc.Table(
-            dmc.TableTbody(
-                [
-                    dmc.TableTr([dmc.TableTd(dmc.Code(name)), dmc.TableTd(dmc.Text(typ, size="xs", c="dimmed"))])
-                    for name, typ in rel.columns
-                ]
-            ),
-            fz="xs",
-            verticalSpacing=2,
-        )
+        lines = ["| column | type |", "|---|---|"]
+        lines += [f"| `{name}` | {_md_cell(typ)} |" for name, typ in rel.columns]
         items.append(
             dmc.AccordionItem(
                 [
                     dmc.AccordionControl(
                         dmc.Group([dmc.Text(rel.name, ff="monospace", fw=600), dmc.Badge(str(len(rel.columns)))])
                     ),
-                    dmc.AccordionPanel(cols),
+                    dmc.AccordionPanel(
+                        dcc.Markdown(
+                            "\n".join(lines),
+                            className="tc-schema-columns",
+                            style={"fontSize": "var(--mantine-font-size-xs)"},
+                        )
+                    ),
                 ],
                 value=rel.name,
             )
