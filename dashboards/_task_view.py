@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import dash
 import dash_mantine_components as dmc
 import plotly.graph_objects as go
-from dash import dcc, html
+from dash import dcc
 
 from dashboards._charts import count, usd
 from dashboards._ui import error_box, money
@@ -94,10 +94,11 @@ def dec(v: Any) -> Decimal | None:
 
 def model_cell(row: Mapping[str, Any]) -> Any:
     engine = " ".join(str(x) for x in (row.get("engine"), row.get("engine_version")) if x)
-    kids: list[Any] = [dmc.Text(row.get("model") or "—", size="sm")]
-    if engine:
-        kids.append(dmc.Text(engine + (f" · {row['gpu_type']}" if row.get("gpu_type") else ""), size="xs", c="dimmed"))
-    return html.Div(kids)
+    model = row.get("model") or "—"
+    if not engine:
+        return model  # text, not a component: the tasks page shows a hundred of these
+    gpu = f" · {row['gpu_type']}" if row.get("gpu_type") else ""
+    return [model, dmc.Text(engine + gpu, size="xs", c="dimmed")]
 
 
 # -- one task ------------------------------------------------------------------------------------------------------

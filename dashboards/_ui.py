@@ -163,10 +163,10 @@ def coverage_text(attempts: int, unpriced: int, what: str = "call attempts") -> 
 def money(usd: Any, coverage: str | None = None) -> Any:
     """A money figure (``$0.012345``, ``unpriced`` when None) with its unpriced coverage beside it."""
     value = usd if usd is None or isinstance(usd, Decimal) else Decimal(str(usd))
-    children: list[Any] = [html.Span(format_usd(value, none="unpriced"), className="tc-money")]
-    if coverage:
-        children.append(dmc.Text(coverage, size="xs", c="dimmed", className="tc-coverage"))
-    return html.Span(children)
+    figure = html.Span(format_usd(value, none="unpriced"), className="tc-money")
+    if not coverage:
+        return figure
+    return html.Span([figure, dmc.Text(coverage, size="xs", c="dimmed", className="tc-coverage")])
 
 
 def stat(label: str, value: Any, sub: Any = None, *, id: str | None = None) -> Any:

@@ -20,6 +20,7 @@ from taskcost.analytics import Filters
 from taskcost.analytics._answer import frame
 from taskcost.analytics._filters import HOUR_COLUMNS, Sql, call_scope, hours_scope
 from taskcost.store import DuckDBStore
+from tests.budget import examples
 from tests.builders.analytics import T0, Fleet
 from tests.builders.rollup import HOUR_KEY, hours_from
 
@@ -82,7 +83,7 @@ def filters(draw: st.DrawFn) -> Filters:
     return Filters.model_validate(values)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(f=filters())
 def test_hours_scope_selects_the_calls_call_scope_selects(store: DuckDBStore, f: Filters) -> None:
     hourly = (

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from taskcost.analytics._cost_intervals import delta_intervals, moments
 from taskcost.analytics._stats import BOOTSTRAP_MAX_UNITS, ratio_ci
+from tests.budget import examples
 
 # a task: its group, the part it is aggregated in (several parts may share a completion value), spend in
 # micro-dollars, completed or not
@@ -35,7 +36,7 @@ def _parts(tasks: Sequence[tuple[str | None, int, int, bool]]) -> pl.DataFrame:
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(_task, min_size=1, max_size=60))
 def test_moments_from_parts_are_the_tasks_covariance(tasks: list[tuple[str | None, int, int, bool]]) -> None:
     got = {r["g"]: r for r in moments(_parts(tasks), ["g"]).iter_rows(named=True)}

@@ -2,7 +2,7 @@
 allocation, NULL models, failed attempts, one row, a window with nothing in it. Random stores, every question and
 every page's body (as the browser asks it, through the real app): no exception, no ``None``, ``NaN`` or error shown.
 
-More examples: TASKCOST_ANY_STATE_EXAMPLES=200 (default 6: each builds a store and the app)."""
+More examples: TASKCOST_ANY_STATE_EXAMPLES=200 (default 4: each builds a store and the app)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
 from tests.builders.analytics import Fleet
 
-EXAMPLES = int(os.environ.get("TASKCOST_ANY_STATE_EXAMPLES", "6"))
+EXAMPLES = int(os.environ.get("TASKCOST_ANY_STATE_EXAMPLES", "4"))
 SHOWN_WRONG = re.compile(r"\bNone\b|\bNaN\b|\bnan\b|\binf\b|Cannot show this|Traceback")
 # the page bodies the browser asks for when a page opens (inputs: the page's address, and Data health's timer)
 QUERIES: list[dict[str, str]] = [{}, {"since": "2031-01-01T00:00:00", "until": "2031-01-02T00:00:00"}]

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from taskcost.analytics._breakeven_model import Profile, Rental, breakevens, cheapest, costs, verdict
+from tests.budget import examples
 
 _money = st.decimals(min_value=Decimal("0.01"), max_value=Decimal(500), places=2)
 
@@ -34,7 +35,7 @@ def cases(draw: st.DrawFn) -> tuple[Profile, Rental]:
     return Profile(tokens, api), rental
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(cases())
 def test_the_verdict_names_what_its_own_figures_say(case: tuple[Profile, Rental]) -> None:
     profile, rental = case

@@ -25,6 +25,7 @@ from taskcost.analytics import QUESTIONS, Filters
 from taskcost.cli import app
 from taskcost.cli._quick import EXIT_CODES, FLAGS, QUESTION_NAMES, answer_quickly
 from taskcost.store import DuckDBStore
+from tests.budget import examples
 from tests.builders.analytics import Fleet
 from tests.conftest import Server, free_port, start_server, stop_server
 from tests.test_analytics_api import PARAMS, _fleet
@@ -197,7 +198,7 @@ def _command_lines(draw: st.DrawFn) -> tuple[list[str], str]:
     return [name, *(t for p in order for t in p)], draw(st.sampled_from(["arg", "env", "file", "db"]))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_command_lines())
 def test_when_the_quick_path_answers_it_is_the_full_commands_answer(served: Served, line: Any) -> None:
     argv, where = line

@@ -14,7 +14,7 @@ backslashes, comments between tokens) that knows by construction whether each qu
   public view or an internal table) is refused with QueryError;
 - the scope alone (the final text run without the checks) shows one project's rows only.
 
-Budget: ``TASKCOST_ISOLATION_EXAMPLES`` (default 60) examples each. chDB opens one database directory per process.
+Budget: ``TASKCOST_ISOLATION_EXAMPLES`` (default 40) examples each. chDB opens one database directory per process.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 from taskcost.store._base import QueryError
 from taskcost.store.clickhouse._sandbox import DENIED_FUNCTIONS, PUBLIC_RELATIONS, ClickHouseSandbox, query_error
 
-EXAMPLES = int(os.environ.get("TASKCOST_ISOLATION_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("TASKCOST_ISOLATION_EXAMPLES", "40"))
 BUDGET = settings(
     max_examples=EXAMPLES,
     deadline=None,

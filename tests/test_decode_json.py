@@ -17,6 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from bench.traffic import requests, to_json
 from taskcost.normalize import decode_json
+from tests.budget import examples
 from tests.json_oracle import assert_same, dumps, span_doc
 from tests.otlp_samples import sample_request, to_otlp_json
 
@@ -186,7 +187,7 @@ REQUEST = ExportTraceServiceRequest.DESCRIPTOR
 valid_docs = Docs(bad=0).message(REQUEST, 8)
 docs_with_mistakes = Docs(bad=1).message(REQUEST, 8)
 PROPERTY = settings(
-    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 
 
@@ -289,7 +290,7 @@ def test_sdk_sample_round_trips() -> None:
 SAMPLE = to_otlp_json(sample_request())
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(data=st.data(), times=st.integers(1, 2))
 def test_same_as_parsedict_on_edited_sdk_requests(data: st.DataObject, times: int) -> None:
     assert_same(dumps(mutate(json.loads(json.dumps(SAMPLE)), data, times)))
@@ -323,7 +324,7 @@ _attributes = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(attrs=_attributes, where=st.sampled_from(["span", "resource", "event", "kvlist"]))
 def test_same_as_parsedict_on_attribute_lists(attrs: list[Any], where: str) -> None:
     if where == "span":

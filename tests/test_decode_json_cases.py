@@ -15,6 +15,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from taskcost.normalize import DecodeError, decode_json, encode_json, key_value
 from taskcost.normalize._json import MAX_DEPTH
+from tests.budget import examples
 from tests.json_oracle import assert_same, attr_doc, dumps, span_doc
 
 REQUEST = ExportTraceServiceRequest.DESCRIPTOR
@@ -146,7 +147,7 @@ def test_malformed_bodies_raise_decode_error(body: bytes) -> None:
         decode_json(body)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(body=st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
 @example(body=b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"kind": Infinity}]}]}]}')
 def test_random_bytes_only_ever_raise_decode_error(body: bytes) -> None:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from taskcost.normalize import normalize_request
 from taskcost.store import ENGINE_CONFIG, ENGINE_HOUR_MEASURES, DuckDBStore, _engine_hours, prepare_batch
+from tests.budget import examples
 from tests.interop.otlp import T0, S, request
 
 _HOUR_MS = 3_600_000
@@ -127,7 +128,7 @@ def _busy(store: DuckDBStore, lo: Any, hi: Any) -> tuple[dict[Any, int], dict[An
     return ({k: _union_us(v) for k, v in parts.items()}, {k: _union_us(v) for k, v in calls.items()})
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     traffic=_traffic(),
     order=st.randoms(use_true_random=False),

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from taskcost.normalize import normalize_request
 from taskcost.store import DuckDBStore, _engine_match, prepare_batch
 from taskcost.store._engine_match import BOUND_NS, rebuild
+from tests.budget import examples
 from tests.interop.otlp import S, request
 
 _HOUR_MS = BOUND_NS // 1_000_000
@@ -102,7 +103,7 @@ def _expected(store: DuckDBStore) -> dict[tuple[str, str, str], tuple[str, str] 
     return out
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(traffic=_traffic(), order=st.randoms(use_true_random=False), commits=st.integers(1, 4), fold=st.booleans())
 def test_matches_kept_commit_by_commit_are_the_rule(
     tmp_path_factory: Any, traffic: list[tuple[str, S]], order: Any, commits: int, fold: bool

@@ -20,9 +20,10 @@ from schemathesis.checks import not_a_server_error
 from taskcost.app import create_app
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore
+from tests.budget import examples
 from tests.otlp_samples import sample_request, to_otlp_json
 
-FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 VALID = sample_request().SerializeToString()
 VALID_JSON = to_otlp_json(sample_request())
 
@@ -151,7 +152,7 @@ def test_http_api_never_answers_5xx(fuzz_app: tuple[FastAPI, DuckDBStore]) -> No
     assert {op.path for op in operations} >= {"/api/sql", "/healthz", "/readyz", "/metrics", "/api/admin/keys"}
     for operation in operations:
 
-        @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+        @settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))
         @given(case=operation.as_strategy())
         def call(case: schemathesis.Case) -> None:
             case.call_and_validate(checks=[not_a_server_error])

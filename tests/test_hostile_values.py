@@ -37,7 +37,7 @@ from taskcost.store import DuckDBStore
 from tests.interop.collectors import Collector, grpc_collector
 from tests.otlp_samples import sample_request, to_otlp_json
 
-EXAMPLES = int(os.environ.get("TASKCOST_HOSTILE_EXAMPLES", "30"))
+EXAMPLES = int(os.environ.get("TASKCOST_HOSTILE_EXAMPLES", "20"))
 BUDGET = settings(
     max_examples=EXAMPLES,
     deadline=None,

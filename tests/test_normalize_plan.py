@@ -18,6 +18,7 @@ from taskcost.normalize import key_value, normalize_request
 from taskcost.normalize._attrs import Attrs, attributes_dict
 from taskcost.normalize._plan import CALL_FIELDS
 from taskcost.normalize._records import LLMCallRecord, SpanRecord
+from tests.budget import examples
 
 # the names of the fields the key table chooses among, and of their fallbacks (the prompt fingerprint, engine timings
 # and pricing names are read by their general readers whenever one is present: the table only says whether)
@@ -76,7 +77,7 @@ def _general(span: dict[str, Any], resource: dict[str, Any]) -> tuple[dict[str, 
     return fields, reasons
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(span=_ATTRS, resource=_ATTRS)
 def test_the_key_table_reads_what_the_general_readers_read(span: dict[str, Any], resource: dict[str, Any]) -> None:
     # the task id names are left out of the resource: a conversation id there would be the task's, not the point here

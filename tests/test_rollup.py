@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from taskcost.normalize import SpanRecord
 from taskcost.store import DuckDBStore, StoreUnavailableError, _hours
+from tests.budget import examples
 from tests.builders.rollup import T0, assert_exact, batch, llm, task_row, tool_row
 from tests.conftest import copy_of
 
@@ -128,7 +129,7 @@ def histories(draw: st.DrawFn) -> list[list[tuple[str, list[tuple[Any, SpanRecor
     return commits
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories(), fold_rows=st.sampled_from([1, 3, 10**9]))
 def test_the_rollup_equals_a_from_scratch_aggregation_over_any_commits(
     migrated_db: Path, history: list[list[tuple[str, list[tuple[Any, SpanRecord]]]]], fold_rows: int

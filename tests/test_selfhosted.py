@@ -24,6 +24,7 @@ from taskcost.pricing import (
     load_clusters,
 )
 from taskcost.store import DuckDBStore
+from tests.budget import examples
 from tests.builders.pricing import call, costs, ingest, ns
 
 S = 1_000_000_000
@@ -72,7 +73,7 @@ def test_two_gpus_for_one_hour_attributed_plus_idle_is_the_bill() -> None:
     assert a.shares["D"] + nxt.shares["D"] == Decimal("1.495")  # 900 busy seconds alone = 5.98 x 900/3600
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     rate=st.decimals(min_value=Decimal("0.01"), max_value=Decimal(50), places=4),
     gpus=st.integers(1, 8),

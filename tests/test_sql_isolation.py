@@ -13,7 +13,7 @@ CTEs declared after it, as SQL (and DuckDB) bind it. Three oracles:
 A second property checks the cursor layer alone (the check bypassed): on the sandbox's cursor, the same queries
 resolve only the project-filtered views, so a flaw in the check would still not cross projects.
 
-Budget: ``TASKCOST_ISOLATION_EXAMPLES`` (default 150) examples each; hypothesis prints the failing query and a
+Budget: ``TASKCOST_ISOLATION_EXAMPLES`` (default 100) examples each; hypothesis prints the failing query and a
 ``@reproduce_failure`` blob to replay it.
 """
 
@@ -36,7 +36,7 @@ from taskcost.settings import Settings
 from taskcost.store import PUBLIC_RELATIONS, DuckDBStore
 from tests.otlp_samples import sample_request
 
-EXAMPLES = int(os.environ.get("TASKCOST_ISOLATION_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("TASKCOST_ISOLATION_EXAMPLES", "100"))
 BUDGET = settings(
     max_examples=EXAMPLES,
     deadline=None,

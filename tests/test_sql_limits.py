@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from taskcost.app import create_app
 from taskcost.settings import Settings
 from taskcost.store import DuckDBStore, QueryError
+from tests.budget import examples
 from tests.builders.dash import menu_options, page_render
 from tests.conftest import free_port, start_server, stop_server
 from tests.otlp_samples import sample_request
@@ -58,7 +59,7 @@ def _bearer(key: str) -> dict[str, str]:
 VALUE_FUNCTIONS = ["repeat('ab', {n})", "lpad('a', {n}, '-')", "rpad('a', {n}, '-')", "list_resize([1], {n})"]
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     function=st.sampled_from(VALUE_FUNCTIONS),
     n=st.one_of(st.integers(0, 70_000), st.integers(0, 10**12)),
@@ -209,7 +210,7 @@ def _spellings(name: str) -> st.SearchStrategy[str]:
     return st.tuples(*chars).map("".join)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(header=_spellings("x-taskcost-project") | _spellings("taskcost-caller-project"))
 def test_no_spelling_of_a_header_chooses_the_dashboards_project(
     keyed: tuple[TestClient, DuckDBStore, dict[str, str]], header: str

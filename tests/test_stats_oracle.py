@@ -21,6 +21,7 @@ from taskcost.analytics._stats import (
     ratio_ci,
     wilson_ci,
 )
+from tests.budget import examples
 
 
 def _ratio(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
@@ -48,7 +49,7 @@ def _same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-12, abs=1e-9)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 5_000_000), st.booleans()), min_size=2, max_size=80),
     st.sampled_from([0.8, 0.9, 0.95, 0.99]),
@@ -64,7 +65,7 @@ def test_the_percentile_bootstrap_is_scipys(units: list[tuple[int, bool]], confi
         assert ci.method == "bootstrap" and _same(ci.low, ref[0]) and _same(ci.high, ref[1])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.integers(1, 100_000).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))),
        st.sampled_from([0.8, 0.9, 0.95, 0.99]))  # fmt: skip
 def test_the_wilson_interval_is_scipys(kn: tuple[int, int], confidence: float) -> None:

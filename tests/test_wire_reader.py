@@ -27,6 +27,7 @@ from taskcost.normalize import (
 )
 from taskcost.normalize import _read as reading
 from taskcost.normalize._limits import IntakeLimits
+from tests.budget import examples
 from tests.otlp_samples import sample_request
 
 _KEYS = [
@@ -162,7 +163,9 @@ def test_the_normaliser_reads_through_the_compiled_reader() -> None:
     assert reading.read_request is _wire.read_request
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(req=_requests(), limits=_LIMITS)
 def test_any_request_reads_the_same_through_either(req: ExportTraceServiceRequest, limits: IntakeLimits) -> None:
     data = req.SerializeToString()
@@ -193,7 +196,9 @@ def _mutations(data: bytes, rng: random.Random) -> list[bytes]:
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(req=_requests(), seed=st.integers(0, 2**32))
 def test_damaged_bytes_protobuf_accepts_read_the_same(req: ExportTraceServiceRequest, seed: int) -> None:
     data = req.SerializeToString()
