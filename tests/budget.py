@@ -1,6 +1,7 @@
-"""How many examples a property test generates: its budget in the suite (which stays under 15 minutes on a 2-core
-machine) times ``TASKCOST_TEST_EXAMPLES_SCALE`` (default 1). A deeper run: ``TASKCOST_TEST_EXAMPLES_SCALE=10 make
-unit``. The SQL isolation and sandbox properties have their own knob (``TASKCOST_ISOLATION_EXAMPLES``)."""
+"""How many examples a property test generates: its budget in the suite (small: the whole suite's limit is 15
+minutes on a 2-core machine) times ``TASKCOST_TEST_EXAMPLES_SCALE`` (default 1). A deeper run:
+``TASKCOST_TEST_EXAMPLES_SCALE=10 make unit``. The SQL isolation and sandbox properties have their own knob
+(``TASKCOST_ISOLATION_EXAMPLES``)."""
 
 from __future__ import annotations
 
