@@ -97,40 +97,69 @@ class Watch:
     """What went wrong in the browser while a test ran."""
 
     errors: list[str] = field(default_factory=list)
-    in_flight: int = 0
+    in_flight: set[Any] = field(default_factory=set)  # Dash requests sent and not yet answered or failed
     last_activity: float = 0.0
+    _handlers: list[tuple[str, Any]] = field(default_factory=list)
 
-    def _dash(self, request: Any, delta: int) -> None:
+    def _dash(self, request: Any, started: bool) -> None:
         if "/_dash-" in request.url:
-            self.in_flight += delta
+            if started:
+                self.in_flight.add(request)
+            else:
+                self.in_flight.discard(request)  # one sent before this watch began was never counted
             self.last_activity = time.monotonic()
 
+    def _response(self, r: Any) -> None:
+        if r.status >= 400 and "_dash-update-component" in r.url:
+            self.errors.append(f"HTTP {r.status} {r.url}")
+
+    def _console(self, m: Any) -> None:
+        if m.type == "error":
+            self.errors.append(f"console {m.type}: {m.text}")
+
     def attach(self, page: Any) -> None:
-        page.on("request", lambda r: self._dash(r, 1))
-        page.on("requestfinished", lambda r: self._dash(r, -1))
-        page.on("requestfailed", lambda r: self._dash(r, -1))
-        page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
-        page.on(
-            "response",
-            lambda r: (
-                self.errors.append(f"HTTP {r.status} {r.url}")
-                if r.status >= 400 and "_dash-update-component" in r.url
-                else None
-            ),
-        )
+        self._handlers = [
+            ("request", lambda r: self._dash(r, True)),
+            ("requestfinished", lambda r: self._dash(r, False)),
+            ("requestfailed", lambda r: self._dash(r, False)),
+            ("console", self._console),
+            ("pageerror", lambda e: self.errors.append(f"page error: {e}")),
+            ("response", self._response),
+        ]
+        for event, handler in self._handlers:
+            page.on(event, handler)
+
+    def detach(self, page: Any) -> None:
+        for event, handler in self._handlers:
+            page.remove_listener(event, handler)
+        self._handlers = []
+
+
+@pytest.fixture(scope="module")
+def _tab(browser: Any) -> Iterator[Any]:
+    """One browser tab for a module's tests. A page opened in a new tab (or a new context) cost Chromium about twice
+    the CPU of the same page opened in a tab that had shown one before (5 s against 2.5 s, a page of the demo's data
+    on 2 cores): the renderer process and the scripts it compiled (Plotly's alone is megabytes) are kept. The browser
+    tests are CPU-bound here, so each module's share one."""
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    tab = context.new_page()
+    yield tab
+    context.close()
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    """A fresh browser context and page; fails the test on any console error, page error or failed callback."""
-    context = browser.new_context(viewport={"width": 1440, "height": 1000})
-    pg = context.new_page()
+def page(_tab: Any) -> Iterator[Any]:
+    """The module's tab, blank and without cookies, watched afresh: fails the test on any console error, page error
+    or failed callback while it ran."""
+    _tab.goto("about:blank")  # the last test's page and its requests end here, before this watch begins
+    _tab.context.clear_cookies()
     watch = Watch()
-    watch.attach(pg)
-    pg.watch = watch
-    yield pg
-    context.close()
+    watch.attach(_tab)
+    _tab.watch = watch
+    try:
+        yield _tab
+    finally:
+        watch.detach(_tab)
     assert not watch.errors, "\n".join(watch.errors)
 
 
@@ -142,11 +171,12 @@ def settle(page: Any, timeout_s: float = 30.0, quiet_s: float = 0.6) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         page.wait_for_timeout(100)
-        quiet = watch.in_flight == 0 and time.monotonic() - watch.last_activity >= quiet_s
+        quiet = not watch.in_flight and time.monotonic() - watch.last_activity >= quiet_s
         if quiet and page.locator('[data-dash-is-loading="true"]').count() == 0:
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"the page did not settle in {timeout_s} s ({watch.in_flight} requests in flight)")
+            pending = len(watch.in_flight)
+            raise AssertionError(f"the page did not settle in {timeout_s} s ({pending} requests in flight)")
 
 
 def open_page(page: Any, server: Server, path: str = "/") -> None:
