@@ -14,7 +14,9 @@ CHROMIUM := /usr/lib/chromium/chromium
 
 $(STAMP): pyproject.toml setup.py taskcost/normalize/_wire.pyx sdk/pyproject.toml constraints.txt tests/interop/js/package-lock.json
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q -c constraints.txt -e ./sdk -e '.[dev,demo]'
+	@# uv installs the same pinned set as pip would (the versions are constraints.txt's), in about a third of the time
+	$(BIN)/pip install -q -c constraints.txt uv
+	$(BIN)/uv pip install -q --python $(BIN)/python --compile-bytecode -c constraints.txt -e ./sdk -e '.[dev,demo]'
 	@# bytecode for the editable sources, as pip writes it for installed packages: a command starts ~0.1 s sooner
 	@# where Python is told not to write it itself (PYTHONDONTWRITEBYTECODE)
 	$(BIN)/python -m compileall -q taskcost sdk/src dashboards >/dev/null
