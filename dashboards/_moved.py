@@ -76,6 +76,19 @@ def change_ratio(before: Any, after: Any) -> str:
     return f"{(float(after) / float(before) - 1) * 100:+.1f}%"
 
 
+def share_text(v: Any) -> str:
+    """A share of calls in whole percent. One that rounds to 0% or 100% without being it reads <1% or >99%: a value
+    that appeared on 1 call of 948 read "0% → 0%", as if it were on none."""
+    if v is None:
+        return "—"
+    text = pct(v, 0)
+    if text == "0%" and float(v) > 0:
+        return "<1%"
+    if text == "100%" and float(v) < 1:
+        return ">99%"
+    return text
+
+
 def changes_table(changes: Mapping[str, Any]) -> Any:
     rows = changes["rows"][:_MOVED_ROWS]
     if not rows:
@@ -97,7 +110,7 @@ def changes_table(changes: Mapping[str, Any]) -> Any:
                     dmc.TableTd(cell(r, "field")),
                     dmc.TableTd("(not set)" if cell(r, "value") is None else str(cell(r, "value"))),
                     dmc.TableTd(cell(r, "status")),
-                    dmc.TableTd(f"{pct(cell(r, 'share_baseline'), 0)} → {pct(cell(r, 'share_current'), 0)}"),
+                    dmc.TableTd(f"{share_text(cell(r, 'share_baseline'))} → {share_text(cell(r, 'share_current'))}"),
                     dmc.TableTd(_signedpct(cell(r, "cost_change"))),
                     dmc.TableTd(_signedpct(cell(r, "p95_change"))),
                 ]

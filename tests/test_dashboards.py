@@ -240,6 +240,14 @@ def test_a_bucket_without_a_figure_and_a_value_not_set_are_shown_as_such() -> No
     assert "(not set)" in json.dumps(table.to_plotly_json(), default=str, ensure_ascii=False)
 
 
+def test_a_share_too_small_to_round_to_one_percent_is_not_shown_as_none() -> None:
+    from dashboards._moved import share_text
+
+    assert [share_text(v) for v in (None, 0, 0.0011, 0.004, 0.006, 0.5, 0.996, 1)] == [
+        "—", "0%", "<1%", "<1%", "1%", "50%", ">99%", "100%",
+    ]  # fmt: skip
+
+
 def test_the_overview_says_what_its_per_task_figure_and_its_priced_share_cover(
     settings: Settings, store: DuckDBStore
 ) -> None:
