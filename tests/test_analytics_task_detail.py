@@ -223,6 +223,31 @@ def test_demo_marks_count_the_tasks_the_demo_sent(store: DuckDBStore) -> None:
     assert not demo_marks(store, project="other").any
 
 
+def test_a_running_demo_task_is_the_demos_by_its_calls(tmp_path: Path) -> None:
+    # the demo's task span ends last: until it comes, the task has calls (of the demo's service) and no service
+    demo = Fleet()
+    demo.task("demo-2", minute=0, outcome=None).call("cheap-1", output_tokens=100, service_name="taskcost-demo")
+    batch = demo.tasks[0].records()
+    batch.tasks = []
+    with DuckDBStore.open(tmp_path / "running.duckdb") as s:
+        s.write(prepare_batch(batch, 1, project="default", pricer=pricer()))
+        mine = Fleet()
+        mine.task("demo-3", minute=1, outcome=None).call("cheap-1", output_tokens=100)  # a user's: not the demo's
+        mine.write(s)
+        marks = demo_marks(s)
+        assert s.query("SELECT task_id, service_name FROM tasks ORDER BY 1").rows == [
+            ("demo-2", None), ("demo-3", None)
+        ]  # fmt: skip
+        assert (marks.demo_tasks, marks.tasks, marks.only) == (1, 2, False)
+        # the same on the ClickHouse store (its SQL has no correlated IN: the query must not need one)
+        from bench.clickhouse import copy_rows
+        from taskcost.store.clickhouse._store import ClickHouseStore
+
+        with ClickHouseStore.open(f"chdb://{tmp_path / 'ch'}") as ch:
+            copy_rows(s, ch, everything=True)
+            assert demo_marks(ch) == marks
+
+
 def test_demo_marks_of_an_empty_store(tmp_path: Path) -> None:
     with DuckDBStore.open(tmp_path / "empty.duckdb") as s:
         marks = demo_marks(s)
