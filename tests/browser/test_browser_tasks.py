@@ -10,11 +10,11 @@ from urllib.parse import parse_qs, urlparse
 
 import httpx
 
+from dashboards.pages.tasks import SHOWN  # the list's page size
 from taskcost.analytics import format_usd
 from tests.browser.conftest import choose, control, number, open_page, settle, shot
 from tests.conftest import Server
 
-SHOWN = 100  # the list's page size (dashboards.pages.tasks.SHOWN)
 SEARCHED = ("task_id", "kind", "outcome", "model", "engine")
 
 
