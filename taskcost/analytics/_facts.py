@@ -123,7 +123,7 @@ class DemoMarks:
 def demo_marks(store: ReadStore, project: str | None = None) -> DemoMarks:
     """The tasks of ``project`` (all projects when None) that ``taskcost demo`` sent: those of its service. A task
     still running has no service yet (the task's own span names it, and it ends last): it is the demo's when its
-    calls are (while the demo sent, the badge read "22 of the 29 tasks are the demo's" of a store holding only its)."""
+    calls are (while the demo sent, the badge read "22 of the 29 tasks are the demo's" when all 29 were)."""
     sql = Sql(
         "SELECT count(*) FILTER (WHERE service_name = ? OR service_name IS NULL AND (project, task_id) IN ("
         "SELECT project, task_id FROM llm_calls WHERE service_name = ?)) AS demo, count(*) AS tasks FROM tasks",
