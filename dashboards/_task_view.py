@@ -96,7 +96,7 @@ def model_cell(row: Mapping[str, Any]) -> Any:
     engine = " ".join(str(x) for x in (row.get("engine"), row.get("engine_version")) if x)
     model = row.get("model") or "—"
     if not engine:
-        return model  # text, not a component: the tasks page shows a hundred of these
+        return model  # text, not a component: the tasks page shows a list of these (pages/tasks.py SHOWN)
     gpu = f" · {row['gpu_type']}" if row.get("gpu_type") else ""
     return [model, dmc.Text(engine + gpu, size="xs", c="dimmed")]
 

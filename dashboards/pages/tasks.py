@@ -123,9 +123,8 @@ def task_table(found: TaskList, query: Mapping[str, Any]) -> Any:
             ]
         )
     )
-    # few components a row (money() and model_cell() give text or one component where they can): each is the
-    # browser's work after every answer, growing faster than their number (100 rows of 16-18 took ~9.5 s of CPU to
-    # show on 2 cores; of 12-14, ~6 s)
+    # few components a row (money() and model_cell() give text or one component where they can): the browser's
+    # work after every answer grows faster than their number (SHOWN says by how much)
     rows = []
     for r in found.rows.iter_rows(named=True):
         extra = {"project": r["project"]} if projects else {}

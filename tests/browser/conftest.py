@@ -137,10 +137,10 @@ class Watch:
 
 @pytest.fixture(scope="module")
 def _tab(browser: Any) -> Iterator[Any]:
-    """One browser tab for a module's tests. A page opened in a new tab (or a new context) cost Chromium about twice
-    the CPU of the same page opened in a tab that had shown one before (5 s against 2.5 s, a page of the demo's data
-    on 2 cores): the renderer process and the scripts it compiled (Plotly's alone is megabytes) are kept. The browser
-    tests are CPU-bound here, so each module's share one."""
+    """One browser tab for a module's tests. A page opened in a new context cost Chromium about twice the CPU of the
+    same page opened in a tab that had shown one before (4 of the demo's pages on 2 cores: 19-22 s against 9 s; in a
+    new tab of the same context, 18 s): the renderer process and the scripts it compiled are kept. The browser tests
+    are CPU-bound here, so each module's tests share one tab."""
     context = browser.new_context(viewport={"width": 1440, "height": 1000})
     tab = context.new_page()
     yield tab
