@@ -224,7 +224,10 @@ def _the_engines_are_tagged_and_report_their_own_spans(db: Path) -> None:
     # apart. Which H100 deployment leads is left open: the demo's engines slow with the requests in flight, and on a
     # loaded machine the prefill/decode split (least slowed by load) has come out ahead of speculation
     assert engine.pop("fastest").startswith("demo-h100") and engine.pop("slowest").startswith("demo-a100"), engine
-    assert engine.pop("spread") > 2.5
+    # far apart: the deployments' median decode speeds are set 26-60 tokens/s (taskcost/demo/endpoints.py), 2.3x; a
+    # loaded machine's clock moves the measured spread both ways (2.46 in a clean-clone run of the whole suite, above
+    # 2.5 before), so the bound sits below the set ratio
+    assert engine.pop("spread") > 2.0
     assert engine.pop("worst_sum_gap") < 1e-6
     assert engine.pop("scraped_clusters") == 7  # the server scraped every deployment's /metrics page
     n = engine.pop("spans")
