@@ -10,7 +10,7 @@ from decimal import Decimal
 from genai_prices.data import providers
 
 from taskcost.pricing import TokenUsage, price_call
-from taskcost.pricing._api import _fast, calc_with, library_usage
+from taskcost.pricing._api import _fast, calc_with, library_usage, price_lines
 from taskcost.pricing._data import check_providers, price_sets
 
 M = Decimal(1_000_000)
@@ -54,6 +54,20 @@ def test_our_arithmetic_equals_the_library_for_every_bundled_price() -> None:
                     ), (provider.id, model.id)
                     assert sum(Decimal(x["usd"]) for x in ours.lines) == lib["total_price"]
     assert fast > 10 * slow  # nearly every price is plain tokens
+
+
+def test_the_one_pass_lines_are_the_general_paths_lines_for_every_bundled_price() -> None:
+    # calc_with works out a unit's tokens and its line in one pass; price_lines (the general path) does it in two
+    usages = [*USAGES, TokenUsage(), TokenUsage(input_tokens=5, cache_write_tokens=5, cache_write_1h_tokens=5)]
+    checked = 0
+    for provider in providers:
+        for model in provider.models:
+            for rates in price_sets(model):
+                if _fast(rates):
+                    for usage in usages:
+                        assert calc_with(rates, usage).lines == price_lines(rates, usage), (provider.id, model.id)
+                        checked += 1
+    assert checked > 1000
 
 
 def test_a_per_request_price_is_a_fee_of_the_call() -> None:

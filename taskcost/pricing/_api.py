@@ -152,6 +152,10 @@ _UNITS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
 )
 _ORDER = ("input", "cache_read", "cache_write", "cache_write_1h", "output", "output_reasoning")
 _INPUT_UNITS = {"input", "cache_read", "cache_write", "cache_write_1h"}
+_ALWAYS_SHOWN = {"input", "output"}  # their lines are shown even at zero tokens
+_FIELDS = {name: fld for name, _, fld, _ in _UNITS}
+_DESCENDANTS = {name: descendants for name, _, _, descendants in _UNITS}
+_ZERO = Decimal(0)
 
 
 def _rate(price: Decimal | gp.TieredPrices, total_input: int) -> Decimal:
@@ -167,9 +171,11 @@ def _rate(price: Decimal | gp.TieredPrices, total_input: int) -> Decimal:
 class _Plan:
     """How one set of rates prices usage, worked out once per ModelPrice object: ``units`` (unit, usage field,
     descendants, price, the price's text when it is a plain rate) for each priced unit, deepest first; ``order``,
-    their indexes in display order; ``fast``, whether ``calc_with`` may compute it itself."""
+    their indexes in display order; ``fast``, whether ``calc_with`` may compute it itself, and then ``steps``: each
+    priced unit in display order as (unit, usage field, the usage fields to take off it, price, its text, whether it
+    is an input unit, whether its line is shown at zero tokens)."""
 
-    __slots__ = ("fast", "model_price", "order", "units")
+    __slots__ = ("fast", "model_price", "order", "steps", "units")
 
     def __init__(self, model_price: gp.ModelPrice) -> None:
         self.model_price = model_price  # kept so that its id is never reused while the plan is cached
@@ -181,6 +187,18 @@ class _Plan:
         names = [u[0] for u in self.units]
         self.order = tuple(names.index(name) for name in _ORDER if name in names)
         self.fast = _fast(model_price)
+        priced = set(names)
+        self.steps = tuple(
+            (name, fld, _outermost(descendants, priced), price, text, name in _INPUT_UNITS, name in _ALWAYS_SHOWN)
+            for name, fld, descendants, price, text in (self.units[i] for i in self.order)
+        )
+
+
+def _outermost(descendants: tuple[str, ...], priced: set[str]) -> tuple[str, ...]:
+    """The usage fields a unit's own tokens exclude: those of its priced descendants that no other priced descendant
+    contains (``_leaves``' rule, summed: a descendant's leaf plus its own priced descendants' leaves is its count)."""
+    inner = {d for a in descendants if a in priced for d in _DESCENDANTS[a]}
+    return tuple(_FIELDS[d] for d in descendants if d in priced and d not in inner)
 
 
 _PLANS: dict[int, _Plan] = {}
@@ -221,7 +239,7 @@ def _line(name: str, tokens: int, rate_text: str, usd: Decimal) -> dict[str, Any
 
 
 def _shown(name: str, tokens: int) -> bool:
-    return bool(tokens) or name in ("input", "output")
+    return bool(tokens) or name in _ALWAYS_SHOWN
 
 
 def price_lines(model_price: gp.ModelPrice, usage: TokenUsage) -> list[dict[str, Any]]:
@@ -272,19 +290,25 @@ def calc_with(model_price: gp.ModelPrice, usage: TokenUsage, *, validated: bool 
     the bundled data against the library); otherwise the library computes it and the lines are reconciled.
     """
     plan = _plan(model_price)
-    leaves = _leaves(plan, usage)
-    if validated and plan.fast:
-        input_usd, output_usd = Decimal(0), Decimal(0)
+    if validated and plan.fast:  # _leaves and the lines, in one pass (the same values: a test holds them together)
+        input_usd = output_usd = _ZERO
         lines = []
-        for name, tokens, rate, text in leaves:
+        for name, fld, minus, rate, text, is_input, always in plan.steps:
+            tokens = getattr(usage, fld)
+            for part in minus:
+                tokens -= getattr(usage, part)
+            if text is None:
+                rate = _rate(rate, usage.input_tokens)
+                text = str(rate)
             usd = rate * tokens / MTOK
-            if name in _INPUT_UNITS:
+            if is_input:
                 input_usd += usd
             else:
                 output_usd += usd
-            if tokens or name in ("input", "output"):
-                lines.append(_line(name, tokens, text, usd))
-        return Calc(input_usd, output_usd, Decimal(0), lines)
+            if tokens or always:
+                lines.append({"unit": name, "tokens": tokens, "usd_per_mtok": text, "usd": str(usd)})
+        return Calc(input_usd, output_usd, _ZERO, lines)
+    leaves = _leaves(plan, usage)
     lines = [
         _line(name, tokens, text, rate * tokens / MTOK) for name, tokens, rate, text in leaves if _shown(name, tokens)
     ]

@@ -79,6 +79,11 @@ def pricing_inputs(attributes: Sequence[tuple[str, str]], lookup: Callable[[str]
     return context, cache_write_1h
 
 
+def _unpriced(reason: str, book_version: str | None) -> tuple[Any, ...]:
+    """``CallPrice.unpriced``'s fields, in order."""
+    return (None, None, None, None, None, None, reason, None, book_version, None)
+
+
 def _utc(at: datetime) -> datetime:
     return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
@@ -120,15 +125,29 @@ class Pricer:
     ) -> CallPrice:
         """The cost of one call at ``at``: list price (data, or the book's custom model), the book's override,
         discount and fee, with the arithmetic in ``detail``. Unpriced (never $0) with a reason otherwise."""
+        return CallPrice(*self.price_fields(provider, model, usage, at, deployment, context, cluster_id))
+
+    def price_fields(
+        self,
+        provider: str | None,
+        model: str | None,
+        usage: TokenUsage | None,
+        at: datetime,
+        deployment: str | None = None,
+        context: Mapping[str, str] | None = None,
+        cluster_id: str | None = None,
+    ) -> tuple[Any, ...]:
+        """``price``'s CallPrice as the tuple of its fields, in their order (ingest prices calls in bulk and keeps
+        the values, not the object)."""
         book, version = self.book, self.book_version
         if deployment == "self_hosted":
-            return CallPrice.unpriced(self.self_hosted_reason(cluster_id), version)
+            return _unpriced(self.self_hosted_reason(cluster_id), version)
         if not model:
-            return CallPrice.unpriced("no model on the span", version)
+            return _unpriced("no model on the span", version)
         if usage is None:
-            return CallPrice.unpriced("no token usage on the span", version)
+            return _unpriced("no token usage on the span", version)
         if (bad := check_usage(usage)) is not None:
-            return CallPrice.unpriced(bad, version)
+            return _unpriced(bad, version)
         at = _utc(at)
         # the names the book's rules match (no book: nothing reads them)
         providers: set[str] = set()
@@ -150,22 +169,24 @@ class Pricer:
                 try:
                     prov, info, rates = resolve_model(self.data, provider, model, at, context)
                 except LookupError as exc:
-                    return CallPrice.unpriced(f"unknown to the price data: {exc}", version)
-                providers.add(prov.id)
-                models.add(info.id.lower())
+                    return _unpriced(f"unknown to the price data: {exc}", version)
                 source, provider_id, model_id = self.data.label, prov.id, info.id
                 detail = {"rates": source}
-                override = book.override(at, providers, models) if book else None
+                override = None
+                if book:
+                    providers.add(prov.id)
+                    models.add(info.id.lower())
+                    override = book.override(at, providers, models)
                 if override is not None:
                     rates = override[1].apply(rates)
                     detail["override"] = rule_label("overrides", *override)
                 calc = calc_with(rates, usage, validated=override is None)
         except ValueError as exc:
-            return CallPrice.unpriced(f"invalid usage: {exc}", version)
+            return _unpriced(f"invalid usage: {exc}", version)
         try:
             return self._finish(calc, detail, at, providers, models, context, source, provider_id, model_id)
         except ArithmeticError:  # absurd counts: more dollars than DECIMAL(38,12) holds
-            return CallPrice.unpriced("invalid usage: the amount is out of range", version)
+            return _unpriced("invalid usage: the amount is out of range", version)
 
     def _finish(
         self,
@@ -178,47 +199,38 @@ class Pricer:
         source: str,
         provider_id: str | None,
         model_id: str | None,
-    ) -> CallPrice:
-        """Discount and fee on top of the list price; rounding to the store's 1e-12 USD."""
+    ) -> tuple[Any, ...]:
+        """Discount and fee on top of the list price; rounding to the store's 1e-12 USD (CallPrice's fields)."""
         book, version = self.book, self.book_version
         detail["lines"] = calc.lines
         input_usd, output_usd = calc.input_usd, calc.output_usd
         if context:
             detail["context"] = dict(context)
         in_r, out_r = money(input_usd), money(output_usd)
-        discount = book.discount(at, providers, models) if book else None
-        if discount is not None:
-            factor = (100 - discount[1].percent) / 100
-            list_usd = in_r + out_r
-            in_r, out_r = money(input_usd * factor), money(output_usd * factor)
-            detail["discount"] = {
-                "rule": rule_label("discounts", *discount),
-                "percent": str(discount[1].percent),
-                "list_usd": str(list_usd),
-                "usd": str(in_r + out_r - list_usd),
-            }
-        fee = book.fee(at, providers, models) if book else None
         fee_usd = money(calc.other_usd) if calc.other_usd else None  # the price data's per-request price
-        if fee is not None:
-            fee_usd = (fee_usd or Decimal(0)) + money(fee[1].usd_per_call)
-            detail["fee"] = {"rule": rule_label("fees", *fee), "usd": str(money(fee[1].usd_per_call))}
+        if book:
+            discount = book.discount(at, providers, models)
+            if discount is not None:
+                factor = (100 - discount[1].percent) / 100
+                list_usd = in_r + out_r
+                in_r, out_r = money(input_usd * factor), money(output_usd * factor)
+                detail["discount"] = {
+                    "rule": rule_label("discounts", *discount),
+                    "percent": str(discount[1].percent),
+                    "list_usd": str(list_usd),
+                    "usd": str(in_r + out_r - list_usd),
+                }
+            fee = book.fee(at, providers, models)
+            if fee is not None:
+                fee_usd = (fee_usd or Decimal(0)) + money(fee[1].usd_per_call)
+                detail["fee"] = {"rule": rule_label("fees", *fee), "usd": str(money(fee[1].usd_per_call))}
         if version is not None:
             detail["book"] = version
-        cost = in_r + out_r + (fee_usd or Decimal(0))
+        cost = in_r + out_r if fee_usd is None else in_r + out_r + fee_usd
         if cost.adjusted() >= _MAX_DIGITS:
             raise ArithmeticError("out of range")
-        return CallPrice(
-            cost_usd=cost,
-            input_cost_usd=in_r,
-            output_cost_usd=out_r,
-            source=source,
-            provider_id=provider_id,
-            model_id=model_id,
-            unpriced_reason=None,
-            fee_usd=fee_usd,
-            book_version=version,
-            detail=detail,
-        )
+        # CallPrice's fields, in order
+        return (cost, in_r, out_r, source, provider_id, model_id, None, fee_usd, version, detail)
 
     def price_tool(
         self, tool_name: str | None, at: datetime, given: Decimal | None

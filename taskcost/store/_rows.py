@@ -164,47 +164,46 @@ PRICE_COLUMNS = (
 )
 
 
+_CALL_PRICE_FIELDS = tuple(f.name for f in dataclasses.fields(CallPrice))
+
+
 def price_row(price: CallPrice, priced_at_ns: int | None) -> tuple[Any, ...]:
     """One call's price as the values of PRICE_COLUMNS (ingest and reprice store it the same way)."""
-    detail = None if price.detail is None else compact(price.detail)
-    return (
-        price.cost_usd,
-        price.input_cost_usd,
-        price.output_cost_usd,
-        price.fee_usd,
-        price.source,
-        price.provider_id,
-        price.model_id,
-        price.unpriced_reason,
-        price.book_version,
-        detail,
-        priced_at_ns,
-    )
+    return _fields_row(tuple(getattr(price, name) for name in _CALL_PRICE_FIELDS), priced_at_ns)
+
+
+def _fields_row(fields: tuple[Any, ...], priced_at_ns: int | None) -> tuple[Any, ...]:
+    """``price_row`` of a CallPrice given as its fields (``Pricer.price_fields``)."""
+    cost, in_usd, out_usd, source, provider_id, model_id, reason, fee, book, detail = fields
+    detail_json = None if detail is None else compact(detail)
+    return (cost, in_usd, out_usd, fee, source, provider_id, model_id, reason, book, detail_json, priced_at_ns)
 
 
 def _price_columns(calls: Sequence[LLMCallRecord], pricer: Pricer) -> dict[str, list[Any]]:
     if not calls:
         return {k: [] for k in PRICE_COLUMNS}
-    price, attributes, rows = pricer.price, pricer.attributes, []
+    price, attributes, rows = pricer.price_fields, pricer.attributes, []
+    unpriced = CallPrice.unpriced
     for c in calls:
         carried = c.pricing_attributes  # read by the normaliser, span over resource
         try:
             # none carried: what pricing_inputs gives when every lookup is None
             context, cache_write_1h = ({}, 0) if not carried else pricing_inputs(attributes, carried.get)
-            p = price(
+            fields = price(
                 c.provider,
                 c.response_model or c.request_model,
                 _usage(c, cache_write_1h),
                 datetime.fromtimestamp(c.start_ns / 1e9, tz=UTC),
-                deployment=c.deployment,
-                context=context,
-                cluster_id=c.cluster_id,
+                c.deployment,
+                context,
+                c.cluster_id,
             )
         except Exception as exc:  # a value pricing cannot read costs this call its price, not the batch its rows
             log.warning("call %s/%s not priced: %r", c.trace_id, c.span_id, exc)
-            p = CallPrice.unpriced(f"pricing failed: {type(exc).__name__}")
+            rows.append(price_row(unpriced(f"pricing failed: {type(exc).__name__}"), None))
+            continue
         # priced_at_ns stays NULL at ingest: the cost was computed when the row was received (received_ns)
-        rows.append(price_row(p, None))
+        rows.append(_fields_row(fields, None))
     return {name: list(column) for name, column in zip(PRICE_COLUMNS, zip(*rows, strict=True), strict=True)}
 
 
