@@ -52,6 +52,10 @@ ACCEPTED = {
         {"arrayValue": {"values": [{"kvlistValue": {"values": [{"key": "a", "value": {"boolValue": False}}]}}]}}
     ),
     "entity refs": {"resourceSpans": [{"resource": {"entityRefs": [{"type": "t", "idKeys": ["a", ""]}]}}]},
+    # orjson reads integers outside [-2**63, 2**64) as floats; json_wire gives json's reading where that matters
+    "uint64 maximum as a number": span_doc({"endTimeUnixNano": 2**64 - 1}),
+    "int64 minimum as a number": attr_doc({"intValue": -(2**63)}),
+    "a double written as a 30-digit integer": attr_doc({"doubleValue": 10**29 + 7}),
     "long key and value (multi-byte lengths)": span_doc(
         {"attributes": [{"key": "k" * 300, "value": {"stringValue": "v" * 20000}}], "name": "n" * 20000}
     ),
@@ -66,6 +70,14 @@ REJECTED = {
     "link not an object": (span_doc({"links": ["x"]}), "links[0] must be an object"),
     "int64 out of range": (attr_doc({"intValue": "9223372036854775808"}), "value.intValue is out of range"),
     "negative fixed64": (span_doc({"endTimeUnixNano": -1}), "endTimeUnixNano is out of range"),
+    "fixed64 past 2**64 as a number (the error names it exactly)": (
+        span_doc({"endTimeUnixNano": 2**64 + 1}),
+        "endTimeUnixNano is out of range [0, 18446744073709551615]: 18446744073709551617",
+    ),
+    "int64 one below its minimum, as a number (as a float it would round to the minimum)": (
+        attr_doc({"intValue": -(2**63) - 1}),
+        "intValue is out of range [-9223372036854775808, 9223372036854775807]: -9223372036854775809",
+    ),
     "uint32 out of range": (span_doc({"droppedLinksCount": 2**32}), "droppedLinksCount is out of range"),
     "enum out of range": (span_doc({"kind": 2**31}), "kind is out of range"),
     "enum infinite (escaped as OverflowError before)": (span_doc({"kind": float("inf")}), "kind is out of range"),
@@ -135,6 +147,23 @@ def test_the_depth_limit_is_parsedicts(kvlist: bool) -> None:
     # the same bound when the innermost value is a string standing for an (empty) message
     leaf = _nested(deepest, kvlist)
     assert_same(json.dumps(leaf).replace('{"intValue": 1}', '"x"').encode())
+
+
+def test_orjson_reads_bodies_and_json_what_it_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    utf16 = json.dumps(span_doc({"name": "n", "kind": 2})).encode("utf-16")  # json reads UTF-16; orjson refuses it
+    nan = dumps(attr_doc({"doubleValue": "NaN"})).replace(b'"NaN"', b"NaN")  # a NaN literal: json reads it
+    plain = dumps(span_doc({"name": "n", "kind": 2}))
+    assert decode_json(utf16) == decode_json(plain)
+    assert_same(utf16)
+    with pytest.raises(DecodeError, match="doubleValue is NaN"):
+        decode_json(nan)
+    assert_same(nan)
+
+    def refused(*_: object, **__: object) -> None:
+        raise AssertionError("json.loads read a body orjson reads")
+
+    monkeypatch.setattr(json, "loads", refused)
+    assert decode_json(plain).resource_spans[0].scope_spans[0].spans[0].name == "n"
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from typing import Any
 
+import orjson
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError as _PbDecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -54,23 +56,58 @@ def protobuf_wire(body: bytes, cuts: Cuts) -> bytes:
     return body
 
 
-def json_wire(body: bytes, cuts: Cuts | None = None) -> bytes:
-    """An OTLP/JSON body as the protobuf wire form of its request (what ``decode_json`` parses, and the normaliser
-    reads: ``normalize_wire``). The same checks and limits as ``decode_json``."""
-    if cuts is not None:
-        cuts.check_json(body)
+# Where orjson and the json module read a body differently, json_wire uses json: orjson refuses what json accepts
+# (lone surrogates, NaN and Infinity, numbers past a double's range, UTF-16 and UTF-32, nesting past 1024: its error
+# sends the body to json), and reads an integer outside [-2**63, 2**64) as a float. Such a float fails the range
+# check of every integer field as the integer would, except one a hair below -2**63, which rounds to it: a body with
+# that number's first digits goes to json.
+_NEAR_INT64_MIN = b"-922337203685477"
+_UNREAD = object()
+
+
+def _loads(body: bytes) -> Any:
     try:
-        doc = json.loads(body)
+        return json.loads(body)
     except RecursionError:
         raise DecodeError("JSON is nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer of more than 4300 digits
         raise DecodeError(f"body is not valid JSON: {exc}") from None
+
+
+def _wire(doc: Any, cuts: Cuts | None) -> bytes:
     if not isinstance(doc, dict):
         raise DecodeError("body must be a JSON object (ExportTraceServiceRequest)")
     try:
-        wire = request_wire(doc, cuts)
+        return request_wire(doc, cuts)
     except JsonShapeError as exc:
         raise DecodeError(f"JSON is not an OTLP ExportTraceServiceRequest: {exc}") from None
+
+
+def json_wire(body: bytes, cuts: Cuts | None = None) -> bytes:
+    """An OTLP/JSON body as the protobuf wire form of its request (what ``decode_json`` parses, and the normaliser
+    reads: ``normalize_wire``). The same checks and limits as ``decode_json``.
+
+    The body is parsed by orjson (about twice as fast) where it reads it as the json module does; a body it refuses
+    or might read otherwise, and every body whose request is refused, is parsed by json, so that what is accepted
+    and the errors given are json's. (One difference is left: a body nested between about 1000 and 1024 deep, past
+    json's recursion limit, in a field the request ignores, is accepted.)"""
+    if cuts is not None:
+        cuts.check_json(body)
+    doc: Any = _UNREAD
+    if _NEAR_INT64_MIN not in body:
+        with contextlib.suppress(orjson.JSONDecodeError):
+            doc = orjson.loads(body)
+    if doc is _UNREAD:
+        wire = _wire(_loads(body), cuts)
+    else:
+        counted = None if cuts is None else cuts.counts()
+        try:
+            wire = _wire(doc, cuts)
+        except DecodeError:  # the error json's reading gives (the same, but for a number orjson read as a float)
+            del doc
+            if cuts is not None and counted is not None:
+                cuts.restore(counted)
+            wire = _wire(_loads(body), cuts)
     if cuts is not None:
         cuts.spend(BODY_FACTOR * len(body))
     return wire

@@ -100,6 +100,13 @@ class Cuts:
         self.spent = 0  # estimated bytes of the decoded request
         self.pending = 0  # attributes the last limited list dropped, for its message's dropped_attributes_count
 
+    def counts(self) -> tuple[int, int, int, int, int]:
+        """What has been counted so far (``restore`` puts it back: a decoder that reads a body again)."""
+        return self.attributes, self.events, self.values, self.spent, self.pending
+
+    def restore(self, counts: tuple[int, int, int, int, int]) -> None:
+        self.attributes, self.events, self.values, self.spent, self.pending = counts
+
     def spend(self, n: int) -> None:
         self.spent += n
         if self.spent > self.budget:
