@@ -97,17 +97,18 @@ def json_wire(body: bytes, cuts: Cuts | None = None) -> bytes:
     if _NEAR_INT64_MIN not in body:
         with contextlib.suppress(orjson.JSONDecodeError):
             doc = orjson.loads(body)
-    if doc is _UNREAD:
-        wire = _wire(_loads(body), cuts)
-    else:
+    wire = None
+    if doc is not _UNREAD:
         counted = None if cuts is None else cuts.counts()
-        try:
+        with contextlib.suppress(DecodeError):
             wire = _wire(doc, cuts)
-        except DecodeError:  # the error json's reading gives (the same, but for a number orjson read as a float)
-            del doc
-            if cuts is not None and counted is not None:
-                cuts.restore(counted)
-            wire = _wire(_loads(body), cuts)
+        # refused: the error json's reading gives (the same, but for a number orjson read as a float). Here, out of
+        # the handler, nothing holds the first reading any more (the error's frames did): one parse at a time
+        del doc
+        if wire is None and cuts is not None and counted is not None:
+            cuts.restore(counted)
+    if wire is None:
+        wire = _wire(_loads(body), cuts)
     if cuts is not None:
         cuts.spend(BODY_FACTOR * len(body))
     return wire
