@@ -56,10 +56,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-## Each test file runs on one worker (--dist loadfile): a file's module fixtures (servers, demo data, a browser tab)
-## are set up once, not once on each worker its tests were spread over
 unit: $(STAMP) install-browser
-	$(BIN)/python -m pytest -q -n auto --dist loadfile
+	$(BIN)/python -m pytest -q -n auto
 
 ## The README's test command: set up, lint, then the whole suite.
 test: lint unit
