@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,18 +17,34 @@ if str(REPO) not in sys.path:  # the fake LLM server lives in the repo's tests/f
 
 from tests.fake_llm import FakeLLM  # noqa: E402
 
+# The SDK's export threads: one a test leaves running goes on retrying a collector that is gone, and logs after the
+# test run's summary (or into another test's output)
+EXPORT_THREADS = ("OtelBatchSpanRecordProcessor", "taskcost-sdk shutdown")
+EXPORT_THREAD_GRACE_S = 2.0  # a shut-down exporter's thread ends at once; this much allows for a loaded machine
+
+
+def _export_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.is_alive() and t.name.startswith(EXPORT_THREADS)}
+
 
 @pytest.fixture(autouse=True)
 def _clean_sdk_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Each test starts unconfigured, without OTEL_* / TASKCOST_* / ANTHROPIC_* settings from the outer
-    environment."""
+    environment; and it leaves no export thread of its own running (a collector that is down, hangs or refuses
+    included)."""
     for name in list(os.environ):
         if name.startswith(("OTEL_", "TASKCOST_", "ANTHROPIC_", "OPENAI_")):
             monkeypatch.delenv(name)
     monkeypatch.setenv("TASKCOST_SDK_RAISE_INTERNAL", "1")  # our own tests see SDK-internal errors
     reset_for_tests()
+    before = _export_threads()
     yield
     reset_for_tests()
+    left = _export_threads() - before
+    for thread in left:
+        thread.join(EXPORT_THREAD_GRACE_S / len(left))
+    running = sorted(t.name for t in left if t.is_alive())
+    assert not running, f"export threads left running after the test: {running}"
 
 
 @pytest.fixture

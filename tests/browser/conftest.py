@@ -163,16 +163,29 @@ def page(_tab: Any) -> Iterator[Any]:
     assert not watch.errors, "\n".join(watch.errors)
 
 
-def settle(page: Any, timeout_s: float = 30.0, quiet_s: float = 0.6) -> None:
-    """Wait until Dash has had no request in flight for ``quiet_s`` (a callback's answer can start another: the
-    router renders a page, whose callbacks then run) and no component is marked as loading."""
+# Dash's renderer keeps its state in a Redux store (window.store, which dash.testing reads too): its callbacks are
+# queued there from the moment one is needed until its outputs are applied, a callback that another's answer starts
+# included (it is queued before the answer leaves the queue)
+_DASH_IDLE = """() => {
+    const s = window.store && window.store.getState();
+    if (!s || s.appLifecycle !== 'HYDRATED' || s.isLoading) return false;
+    const queues = Object.assign({}, s.callbacks);
+    delete queues.stored;
+    delete queues.completed;
+    return Object.values(queues).every(q => q.length === 0);
+}"""
+
+
+def settle(page: Any, timeout_s: float = 30.0, quiet_s: float = 0.25) -> None:
+    """Wait until Dash's renderer has no callback queued or running, no Dash request (a callback, or a script it
+    loads) has been in flight for ``quiet_s``, and no component is marked as loading."""
     watch: Watch = page.watch
     page.wait_for_load_state("load")
     deadline = time.monotonic() + timeout_s
     while True:
-        page.wait_for_timeout(100)
+        page.wait_for_timeout(50)
         quiet = not watch.in_flight and time.monotonic() - watch.last_activity >= quiet_s
-        if quiet and page.locator('[data-dash-is-loading="true"]').count() == 0:
+        if quiet and page.evaluate(_DASH_IDLE) and page.locator('[data-dash-is-loading="true"]').count() == 0:
             return
         if time.monotonic() > deadline:
             pending = len(watch.in_flight)
