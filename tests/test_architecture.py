@@ -120,3 +120,20 @@ def test_the_server_loads_polars_and_grpc_only_when_it_uses_them() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_decode_workers_never_load_pandas() -> None:
+    """pyarrow imports pandas, where it is installed, on its first array; the process the workers are forked from
+    makes that array without it (tens of MB in every worker, and ~0.26 s at every start). Loaded as the fork server
+    loads it, the workers' module leaves pandas out, and pyarrow still builds arrays and IPC streams."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, taskcost.collector._worker_preload, pyarrow; "
+        "pyarrow.array([1.5, None]); "
+        "pyarrow.array(['x', None]); pyarrow.table({'b': [True, None]}); "
+        "print(sorted(m for m in sys.modules if m == 'pandas' or m.startswith('pandas.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout
