@@ -59,8 +59,8 @@ lint: $(STAMP)
 unit: $(STAMP) install-browser
 	$(BIN)/python -m pytest -q -n auto
 
-## The README's test command: set up, then lint and the whole suite side by side (the suite leaves a core idle for
-## about a quarter of its time, waiting on its servers and browsers; mypy fills some of it). Either failing fails it.
+## The README's test command: set up, then lint and the whole suite side by side (mypy keeps one core busy for about
+## 40 s from a cold cache: run first, it left the other core idle that long). Either failing fails it.
 test: $(STAMP) install-browser
 	$(MAKE) --no-print-directory -j2 lint unit
 
