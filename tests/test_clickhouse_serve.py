@@ -192,13 +192,13 @@ def test_every_dashboard_page_opens_on_the_clickhouse_store(served: tuple[Server
             settle(page)
             page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
             links = {a.get_attribute("id"): a.get_attribute("href") for a in page.locator("a[id^='nav-']").all()}
-            assert len(links) >= 5, links
+            assert len(links) >= 5 and all(h and h.startswith("/dash") for h in links.values()), links
             problems = []
             for link, href in links.items():  # as a reader moves between the pages: the navigation's links
                 page.locator(f"a#{link}").click()
                 page.wait_for_function("(href) => window.location.pathname === href", arg=href)
                 settle(page)
-                path = href.removeprefix("/dash")
+                path = str(href).removeprefix("/dash")
                 text = page.inner_text("body")
                 for bad in ("Cannot show this", "Traceback"):
                     if bad in text:

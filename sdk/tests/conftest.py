@@ -15,11 +15,10 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # the fake LLM server lives in the repo's tests/fake_llm
     sys.path.insert(0, str(REPO))
 
+from sdk_exporting import EXPORT_THREADS  # noqa: E402
+
 from tests.fake_llm import FakeLLM  # noqa: E402
 
-# The SDK's export threads: one a test leaves running goes on retrying a collector that is gone, and logs after the
-# test run's summary (or into another test's output)
-EXPORT_THREADS = ("OtelBatchSpanRecordProcessor", "taskcost-sdk shutdown")
 EXPORT_THREAD_GRACE_S = 2.0  # a shut-down exporter's thread ends at once; this much allows for a loaded machine
 
 

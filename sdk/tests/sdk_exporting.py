@@ -5,7 +5,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["stop_exporting"]
+__all__ = ["EXPORT_THREADS", "stop_exporting"]
+
+# The names of the SDK's export threads (OpenTelemetry's batch worker, and the SDK's bounded shutdown): one a test
+# leaves running goes on retrying a collector that is gone, and logs after the test run's summary (or into another
+# test's output). conftest.py fails a test that leaves one; stop_exporting checks the names are still these.
+EXPORT_THREADS = ("OtelBatchSpanRecordProcessor", "taskcost-sdk shutdown")
 
 
 def stop_exporting(provider: Any) -> None:
@@ -16,8 +21,9 @@ def stop_exporting(provider: Any) -> None:
     batch = guard._inner
     batch.span_exporter.shutdown()
     for thread in threading.enumerate():
-        if thread.name.startswith("taskcost-sdk shutdown"):
+        if thread.name.startswith(EXPORT_THREADS[1]):
             thread.join(30)
     worker = batch._batch_processor._worker_thread
+    assert worker.name.startswith(EXPORT_THREADS), f"the export thread is named {worker.name!r} now"
     worker.join(30)
     assert not worker.is_alive(), "the export thread still runs"

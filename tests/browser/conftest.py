@@ -185,11 +185,19 @@ def settle(page: Any, timeout_s: float = 30.0, quiet_s: float = 0.25) -> None:
     while True:
         page.wait_for_timeout(50)
         quiet = not watch.in_flight and time.monotonic() - watch.last_activity >= quiet_s
-        if quiet and page.evaluate(_DASH_IDLE) and page.locator('[data-dash-is-loading="true"]').count() == 0:
+        idle = quiet and page.evaluate(_DASH_IDLE)
+        if idle and page.locator('[data-dash-is-loading="true"]').count() == 0:
             return
         if time.monotonic() > deadline:
-            pending = len(watch.in_flight)
-            raise AssertionError(f"the page did not settle in {timeout_s} s ({pending} requests in flight)")
+            if not quiet:
+                why = f"{len(watch.in_flight)} Dash requests in flight"
+            elif idle:
+                why = "a component still marked as loading"
+            elif page.evaluate("() => !window.store"):
+                why = f"no Dash app on {page.url}"
+            else:
+                why = "Dash's callback queue not empty"
+            raise AssertionError(f"the page did not settle in {timeout_s} s ({why})")
 
 
 def open_page(page: Any, server: Server, path: str = "/") -> None:
